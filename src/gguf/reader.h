@@ -1,0 +1,90 @@
+// GGUF v2/v3 reader over a read-only mmap.
+//
+// Opening validates the whole header before anything is returned: magic, version, counts,
+// every key and string length, value types, tensor dims (no overflow of element or byte
+// counts), types, general.alignment (a power of two), offsets aligned and inside the file,
+// tensors not overlapping. Every failure throws ds4::Error naming the file, the byte offset
+// and what was expected vs found; nothing aborts on a hostile file.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/tensor_type.h"
+#include "gguf/value.h"
+
+namespace ds4::gguf {
+
+constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
+constexpr uint64_t kDefaultAlignment = 32;
+
+struct TensorInfo {
+    std::string name;
+    TensorType type = TensorType::F32;
+    uint32_t n_dims = 0;
+    std::array<int64_t, 4> ne{1, 1, 1, 1};  // ne[0] is the contiguous dimension
+    uint64_t offset = 0;  // from the start of the data section (as stored in the file)
+    uint64_t n_bytes = 0;  // bytes of data, from ne and the type's block geometry
+
+    int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+    std::string shape_string() const;  // "[4096, 1024]"
+};
+
+class File {
+public:
+    // Maps and validates `path`. Throws ds4::Error on any problem.
+    static std::unique_ptr<File> open(const std::string& path);
+    // Parses an in-memory image (the fuzz target and tests); `name` appears in messages.
+    // The bytes must outlive the File.
+    static std::unique_ptr<File> parse(std::span<const uint8_t> bytes, const std::string& name);
+    ~File();
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
+
+    const std::string& path() const { return path_; }
+    uint32_t version() const { return version_; }
+    uint64_t alignment() const { return alignment_; }
+    uint64_t data_offset() const { return data_offset_; }  // absolute start of tensor data
+    uint64_t file_size() const { return bytes_.size(); }
+
+    // Metadata in file order; lookups by key.
+    const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
+    const Value* find(const std::string& key) const;
+    // Typed getters: throw ds4::Error "<file>: metadata key 'K' missing" or "... has type X,
+    // expected Y" when absent or of the wrong kind. The integer getters accept any integer
+    // type whose value fits; get_f32 accepts any numeric type.
+    uint32_t get_u32(const std::string& key) const;
+    uint64_t get_u64(const std::string& key) const;
+    float get_f32(const std::string& key) const;
+    bool get_bool(const std::string& key) const;
+    std::string get_string(const std::string& key) const;
+
+    const std::vector<TensorInfo>& tensors() const { return tensors_; }
+    const TensorInfo* find_tensor(const std::string& name) const;  // nullptr when absent
+    const TensorInfo& tensor(const std::string& name) const;      // throws when absent
+    // Pointer to the tensor's first byte inside the mapping (valid for the File's lifetime).
+    const uint8_t* data(const TensorInfo& t) const { return bytes_.data() + data_offset_ + t.offset; }
+
+private:
+    File() = default;
+    void parse_all();
+
+    std::string path_;
+    std::span<const uint8_t> bytes_;
+    void* map_ = nullptr;
+    size_t map_size_ = 0;
+    uint32_t version_ = 0;
+    uint64_t alignment_ = kDefaultAlignment;
+    uint64_t data_offset_ = 0;
+    std::vector<std::pair<std::string, Value>> kv_;
+    std::map<std::string, size_t> kv_index_;
+    std::vector<TensorInfo> tensors_;
+    std::map<std::string, size_t> tensor_index_;
+};
+
+}  // namespace ds4::gguf

@@ -1,0 +1,88 @@
+#include "quant/quant.h"
+
+#include <cstring>
+
+#include "common/error.h"
+#include "common/half.h"
+#include "quant/formats.h"
+
+namespace ds4::quant {
+
+const FormatOps* format_ops(TensorType t) {
+    switch (t) {
+        case TensorType::F32: return &f32_ops();
+        case TensorType::F16: return &f16_ops();
+        case TensorType::BF16: return &bf16_ops();
+        case TensorType::Q8_0: return &q8_0_ops();
+        case TensorType::Q2_K: return &q2_k_ops();
+        case TensorType::Q4_K: return &q4_k_ops();
+        case TensorType::IQ2_XXS: return &iq2_xxs_ops();
+        case TensorType::MXFP4: return &mxfp4_ops();
+        default: return nullptr;
+    }
+}
+
+bool is_weight_format(TensorType t) { return format_ops(t) != nullptr; }
+
+static const FormatOps& ops_or_fail(TensorType t) {
+    const FormatOps* ops = format_ops(t);
+    if (!ops) fail("tensor type {} has no kernels in this engine", tensor_type_name(t));
+    return *ops;
+}
+
+static void check_blocks(TensorType t, int64_t n) { (void)row_bytes(t, n); }
+
+TensorType dot_type(TensorType weight) { return ops_or_fail(weight).dot_type; }
+
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
+    if (t == TensorType::Q8_K) {
+        check_blocks(t, n);
+        return dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, n);
+    }
+    const FormatOps& ops = ops_or_fail(t);
+    check_blocks(t, n);
+    ops.dequantize(src, dst, n);
+}
+
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n, const float* importance) {
+    const FormatOps& ops = ops_or_fail(t);
+    check_blocks(t, n);
+    ops.quantize(src, dst, n, importance);
+}
+
+void quantize_activation(TensorType act_type, const float* src, void* dst, int64_t n) {
+    check_blocks(act_type, n);
+    switch (act_type) {
+        case TensorType::F32: std::memcpy(dst, src, size_t(n) * sizeof(float)); return;
+        case TensorType::F16: {
+            auto* d = static_cast<uint16_t*>(dst);
+            for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+            return;
+        }
+        case TensorType::BF16: {
+            auto* d = static_cast<uint16_t*>(dst);
+            for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+            return;
+        }
+        case TensorType::Q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
+        case TensorType::Q8_K: return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n);
+        default: fail("{} is not an activation format", tensor_type_name(act_type));
+    }
+}
+
+DotFn dot_kernel(TensorType w, Isa isa) {
+    const FormatOps& ops = ops_or_fail(w);
+    for (int i = int(isa); i >= 0; --i)
+        if (ops.dot[i] && isa_supported(Isa(i))) return ops.dot[i];
+    fail("no dot kernel for {}", tensor_type_name(w));
+}
+
+void matvec(TensorType w, int64_t rows, int64_t n, const void* W, const void* act, float* y,
+            Isa isa) {
+    const DotFn dot = dot_kernel(w, isa);
+    const size_t stride = row_bytes(w, n);
+    const auto* base = static_cast<const uint8_t*>(W);
+    for (int64_t r = 0; r < rows; ++r) y[r] = dot(n, base + size_t(r) * stride, act);
+}
+
+}  // namespace ds4::quant

@@ -1,0 +1,65 @@
+// Weight and activation formats: conversion to/from f32 and the dot-product kernels the
+// matrix products are built on.
+//
+// Weight formats: F32, F16, BF16, Q8_0, Q2_K, Q4_K, IQ2_XXS, MXFP4. As in ggml's CPU backend,
+// a dot product takes the activation side already converted to the weight's dot type
+// (dot_type(): F32->F32, F16->F16, BF16->BF16, Q8_0/MXFP4->Q8_0, Q2_K/Q4_K/IQ2_XXS->Q8_K), so
+// results are comparable with the oracle.
+//
+// Every dot kernel exists as a scalar reference and, where the CPU allows, AVX2 and
+// AVX-512 VNNI versions chosen at run time; tests hold each SIMD kernel equal to its scalar
+// reference.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+
+namespace ds4::quant {
+
+enum class Isa : int { Scalar = 0, Avx2 = 1, Avx512Vnni = 2 };
+constexpr int kIsaCount = 3;
+const char* isa_name(Isa isa);
+bool isa_supported(Isa isa);  // by this CPU (and OS)
+// The best supported ISA, capped by the DS4_ISA environment variable if set
+// ("scalar", "avx2", "avx512").
+Isa best_isa();
+
+// Dot product of n values: one weight row (blocks of its format) with one activation row in
+// dot_type(weight format).
+using DotFn = float (*)(int64_t n, const void* w, const void* act);
+using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
+// importance: per-value weights of the reconstruction error (length n) or nullptr.
+using QuantizeFn = void (*)(const float* src, void* dst, int64_t n, const float* importance);
+
+struct FormatOps {
+    TensorType type;
+    TensorType dot_type;      // activation format its dot kernels take
+    DequantizeFn dequantize;  // blocks -> f32
+    QuantizeFn quantize;      // f32 -> blocks (reference quantizer)
+    DotFn dot[kIsaCount];     // indexed by Isa; nullptr where that ISA has no kernel
+};
+
+// The format table entry, or nullptr for a type with no kernels here.
+const FormatOps* format_ops(TensorType t);
+bool is_weight_format(TensorType t);  // one of the 8 weight formats above
+TensorType dot_type(TensorType weight);  // throws ds4::Error for an unsupported type
+
+// Row conversions; n must be a multiple of the format's block size (ds4::Error otherwise).
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n,
+                  const float* importance = nullptr);
+// Converts activations to an activation format: F32 (copy), F16, BF16, Q8_0 or Q8_K.
+void quantize_activation(TensorType act_type, const float* src, void* dst, int64_t n);
+
+// The kernel for weights of type w on `isa`, falling back to the next lower ISA that has one
+// (Scalar always exists).
+DotFn dot_kernel(TensorType w, Isa isa);
+inline DotFn dot_kernel(TensorType w) { return dot_kernel(w, best_isa()); }
+
+// y[r] = dot(row r of W, act) for r in [0, rows); W is row-major with row_bytes(w, n) per row.
+void matvec(TensorType w, int64_t rows, int64_t n, const void* W, const void* act, float* y,
+            Isa isa);
+
+}  // namespace ds4::quant
