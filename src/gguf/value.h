@@ -46,7 +46,8 @@ struct Value {
     // Element i of an array through the same lenient views.
     std::optional<int64_t> elem_int(size_t i) const;
     std::optional<double> elem_double(size_t i) const;
-    // Human-readable rendering for --inspect (long arrays are abbreviated).
+    // Human-readable rendering for --inspect: strings quoted and escaped; arrays beyond
+    // max_elems elements and strings beyond 256 bytes (48 inside arrays) are abbreviated.
     std::string to_string(size_t max_elems = 8) const;
 };
 
