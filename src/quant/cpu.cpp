@@ -1,5 +1,7 @@
 #include <cpuid.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -57,6 +59,12 @@ bool isa_supported(Isa isa) {
     return false;
 }
 
+namespace {
+std::atomic<int> g_isa_cap{kIsaCount - 1};
+}  // namespace
+
+void set_isa_cap(Isa cap) { g_isa_cap.store(int(cap)); }
+
 Isa best_isa() {
     static const Isa best = [] {
         Isa isa = Isa::Scalar;
@@ -68,7 +76,7 @@ Isa best_isa() {
         }
         return isa;
     }();
-    return best;
+    return Isa(std::min(int(best), g_isa_cap.load(std::memory_order_relaxed)));
 }
 
 }  // namespace ds4::quant

@@ -1,8 +1,80 @@
-// STUB: to be replaced by the real format implementation.
-#include "common/error.h"
+#include "quant/iq2_xxs.h"
+
+#include <cstring>
+
+#include "common/half.h"
 #include "quant/formats.h"
+#include "quant/iq2_xxs_grid.h"
+
 namespace ds4::quant {
-namespace { void nyi_deq(const void*, float*, int64_t) { fail("not implemented"); }
-void nyi_q(const float*, void*, int64_t, const float*) { fail("not implemented"); } }
-const FormatOps& iq2_xxs_ops() { static const FormatOps o{TensorType::F32, TensorType::F32, nyi_deq, nyi_q, {}}; return o; }
+
+void dequantize_iq2_xxs(const BlockIQ2_XXS* src, float* dst, int64_t n) {
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = f16_to_f32(src[b].d);
+        float* y = dst + b * kQK_K;
+        for (int g = 0; g < 8; ++g) {
+            uint32_t idx, aux;
+            std::memcpy(&idx, src[b].qs + 4 * g, 4);
+            std::memcpy(&aux, src[b].qs + 4 * g + 2, 4);
+            const float db = d * (0.5f + float(aux >> 28)) * 0.25f;
+            for (int k = 0; k < 4; ++k) {
+                const uint64_t grid = kIq2xxsGrid[(idx >> (8 * k)) & 255];
+                const uint8_t signs = kIq2xxsSignMasks[(aux >> (7 * k)) & 127];
+                for (int j = 0; j < 8; ++j) {
+                    const float m = float((grid >> (8 * j)) & 255);
+                    y[32 * g + 8 * k + j] = db * m * (1.f - 2.f * float((signs >> j) & 1));
+                }
+            }
+        }
+    }
 }
+
+// Per block: sum over groups of (2l+1) * (signed magnitudes . q8), exact in i32; the
+// block's d*d8 multiplies it and the common 1/8 is applied once at the end.
+float dot_iq2_xxs_q8_k_scalar(int64_t n, const void* w, const void* act) {
+    const auto* x = static_cast<const BlockIQ2_XXS*>(w);
+    const auto* a = static_cast<const BlockQ8_K*>(act);
+    float sum = 0;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        int32_t isum = 0;
+        for (int g = 0; g < 8; ++g) {
+            uint32_t idx, aux;
+            std::memcpy(&idx, x[b].qs + 4 * g, 4);
+            std::memcpy(&aux, x[b].qs + 4 * g + 2, 4);
+            int32_t part = 0;
+            for (int k = 0; k < 4; ++k) {
+                const uint64_t grid = kIq2xxsGrid[(idx >> (8 * k)) & 255];
+                const uint8_t signs = kIq2xxsSignMasks[(aux >> (7 * k)) & 127];
+                for (int j = 0; j < 8; ++j) {
+                    const int32_t m = int32_t((grid >> (8 * j)) & 255);
+                    const int32_t q = a[b].qs[32 * g + 8 * k + j];
+                    part += (1 - 2 * int32_t((signs >> j) & 1)) * m * q;
+                }
+            }
+            isum += part * int32_t(2 * (aux >> 28) + 1);
+        }
+        sum += a[b].d * f16_to_f32(x[b].d) * float(isum);
+    }
+    return 0.125f * sum;
+}
+
+namespace {
+void dequantize_fn(const void* src, float* dst, int64_t n) {
+    dequantize_iq2_xxs(static_cast<const BlockIQ2_XXS*>(src), dst, n);
+}
+void quantize_fn(const float* src, void* dst, int64_t n, const float* importance) {
+    quantize_iq2_xxs(src, static_cast<BlockIQ2_XXS*>(dst), n, importance);
+}
+}  // namespace
+
+const FormatOps& iq2_xxs_ops() {
+    static const FormatOps ops{
+        TensorType::IQ2_XXS,
+        TensorType::Q8_K,
+        dequantize_fn,
+        quantize_fn,
+        {dot_iq2_xxs_q8_k_scalar, dot_iq2_xxs_q8_k_avx2, dot_iq2_xxs_q8_k_avx512}};
+    return ops;
+}
+
+}  // namespace ds4::quant

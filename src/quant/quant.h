@@ -25,6 +25,8 @@ bool isa_supported(Isa isa);  // by this CPU (and OS)
 // The best supported ISA, capped by the DS4_ISA environment variable if set
 // ("scalar", "avx2", "avx512").
 Isa best_isa();
+// Caps best_isa() for the whole process (tests compare kernels' summation orders this way).
+void set_isa_cap(Isa cap);
 
 // Dot product of n values: one weight row (blocks of its format) with one activation row in
 // dot_type(weight format).

@@ -1,0 +1,29 @@
+// Dot kernels of the plain float weight formats (F32, F16, BF16), one per ISA. The activation
+// row has the weight's own type (ggml's vec_dot_type for these formats), n values, any n.
+//
+// The scalar versions are the references: products in float (exact for F16 and BF16 inputs),
+// summed in double. The SIMD versions sum in float lanes, so they equal the reference only up
+// to float summation order; tests bound the difference relative to sum |w_i * a_i|.
+#pragma once
+
+#include <cstdint>
+
+namespace ds4::quant {
+
+float dot_f32_scalar(int64_t n, const void* w, const void* act);
+float dot_f16_scalar(int64_t n, const void* w, const void* act);
+float dot_bf16_scalar(int64_t n, const void* w, const void* act);
+
+namespace avx2 {
+float dot_f32(int64_t n, const void* w, const void* act);
+float dot_f16(int64_t n, const void* w, const void* act);
+float dot_bf16(int64_t n, const void* w, const void* act);
+}  // namespace avx2
+
+namespace avx512 {
+float dot_f32(int64_t n, const void* w, const void* act);
+float dot_f16(int64_t n, const void* w, const void* act);
+float dot_bf16(int64_t n, const void* w, const void* act);
+}  // namespace avx512
+
+}  // namespace ds4::quant

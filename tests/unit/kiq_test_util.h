@@ -1,0 +1,107 @@
+// Helpers shared by the Q2_K, Q4_K and IQ2_XXS unit tests: random blocks, random Q8_K
+// activations, and the "every SIMD kernel equals the scalar reference" check.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/half.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+namespace ds4::kiq_test {
+
+// A random f16 in +-[2^-6, 2^3]: finite, normal, and far from overflow in any kernel.
+inline uint16_t random_scale_f16(std::mt19937& rng) {
+    const uint16_t exp = uint16_t(9 + rng() % 10);  // biased exponent 9..18
+    return uint16_t(((rng() & 1) << 15) | (exp << 10) | (rng() & 0x3ff));
+}
+
+// nblocks blocks of t: random bytes, then random_scale_f16 in the f16 fields at f16_offsets.
+inline std::vector<uint8_t> random_blocks(TensorType t, int64_t nblocks,
+                                          std::initializer_list<int> f16_offsets,
+                                          std::mt19937& rng) {
+    const size_t bsize = row_bytes(t, 256);
+    std::vector<uint8_t> out(static_cast<size_t>(nblocks) * bsize);
+    for (auto& b : out) b = uint8_t(rng());
+    for (int64_t i = 0; i < nblocks; ++i)
+        for (int off : f16_offsets) {
+            const uint16_t h = random_scale_f16(rng);
+            std::memcpy(out.data() + size_t(i) * bsize + size_t(off), &h, 2);
+        }
+    return out;
+}
+
+// Q8_K activation blocks with codes in [-127, 127] (the range quantize_q8_k produces),
+// consistent bsums and a random scale.
+inline std::vector<quant::BlockQ8_K> random_q8_k(int64_t nblocks, std::mt19937& rng) {
+    std::vector<quant::BlockQ8_K> out(static_cast<size_t>(nblocks));
+    std::uniform_real_distribution<float> scale(1e-3f, 1e-1f);
+    for (auto& b : out) {
+        b.d = scale(rng) * (rng() & 1 ? -1.f : 1.f);
+        for (auto& q : b.qs) q = int8_t(int(rng() % 255) - 127);
+        for (int g = 0; g < 16; ++g) {
+            int s = 0;
+            for (int i = 0; i < 16; ++i) s += b.qs[16 * g + i];
+            b.bsums[g] = int16_t(s);
+        }
+    }
+    return out;
+}
+
+// sum_i |w_i a_i| for a weight row of t and Q8_K activations, from the dequantized weights.
+inline double dot_magnitude(TensorType t, int64_t n, const void* w,
+                            const quant::BlockQ8_K* act) {
+    std::vector<float> wf(static_cast<size_t>(n));
+    quant::dequantize_row(t, w, wf.data(), n);
+    double m = 0;
+    for (int64_t i = 0; i < n; ++i)
+        m += std::fabs(double(wf[size_t(i)]) * act[i / 256].d * act[i / 256].qs[i % 256]);
+    return m;
+}
+
+// Exact sum_i w_i a_i in double from the dequantized weights and activation codes.
+inline double dot_reference(TensorType t, int64_t n, const void* w,
+                            const quant::BlockQ8_K* act) {
+    std::vector<float> wf(static_cast<size_t>(n));
+    quant::dequantize_row(t, w, wf.data(), n);
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i)
+        s += double(wf[size_t(i)]) * act[i / 256].d * act[i / 256].qs[i % 256];
+    return s;
+}
+
+// Every supported SIMD kernel of t against its scalar kernel on random rows of several
+// lengths; returns the largest |simd - scalar| / sum|w a| and the number of ISAs compared.
+inline double max_simd_error(TensorType t, std::initializer_list<int> f16_offsets,
+                             int* isas_checked) {
+    std::mt19937 rng(1234);
+    const quant::FormatOps* ops = quant::format_ops(t);
+    double worst = 0;
+    *isas_checked = 0;
+    for (int isa = 1; isa < quant::kIsaCount; ++isa) {
+        if (!quant::isa_supported(quant::Isa(isa))) continue;
+        EXPECT_NE(ops->dot[isa], nullptr) << quant::isa_name(quant::Isa(isa));
+        if (!ops->dot[isa]) continue;
+        ++*isas_checked;
+        for (int64_t nb : {1, 2, 3, 7, 16, 64}) {
+            for (int rep = 0; rep < 40; ++rep) {
+                const auto w = random_blocks(t, nb, f16_offsets, rng);
+                const auto a = random_q8_k(nb, rng);
+                const float ref = ops->dot[0](nb * 256, w.data(), a.data());
+                const float got = ops->dot[isa](nb * 256, w.data(), a.data());
+                const double mag = dot_magnitude(t, nb * 256, w.data(), a.data());
+                worst = std::max(worst, std::fabs(double(got) - ref) / mag);
+            }
+        }
+    }
+    return worst;
+}
+
+}  // namespace ds4::kiq_test
