@@ -1,0 +1,111 @@
+// The deepseek4 model configuration: every hyperparameter of ARCHITECTURE.md §1.2 / §3.9, read
+// from (and written to) GGUF metadata. Nothing here is hard-coded to the Flash shape; flash()
+// only supplies the published values as a starting point for generators and tests.
+//
+// from_gguf() reads and validates every key and throws ds4::Error naming the file and key
+// ("model.gguf: metadata key 'deepseek4.attention.head_count' ...") on anything missing, of the
+// wrong type or inconsistent. write_metadata() writes the published key set of §1.2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gguf/value.h"
+
+namespace ds4::gguf {
+class File;
+class Writer;
+}  // namespace ds4::gguf
+
+namespace ds4::model {
+
+inline constexpr const char* kArchitecture = "deepseek4";
+// llama.cpp's enum value for sqrt(softplus) scoring; the only gating this model uses.
+inline constexpr uint32_t kGatingSqrtSoftplus = 4;
+
+struct ModelConfig {
+    std::string name = "DeepSeek-V4-Flash";  // general.name
+
+    // Trunk shape (§1.1 symbols in comments).
+    uint32_t n_layer = 43;          // L   block_count
+    uint32_t n_embd = 4096;         // D   embedding_length
+    uint32_t n_vocab = 129280;      // V   vocab_size
+    uint32_t n_head = 64;           // H   attention.head_count
+    uint32_t n_head_kv = 1;         // H_kv (always 1: one shared KV row, MQA)
+    uint32_t head_dim = 512;        // Dh  attention.key_length = attention.value_length
+    uint32_t rope_dim = 64;         // Dr  rope.dimension_count (the LAST rope_dim dims of a head)
+    uint32_t q_lora_rank = 1024;    // Rq
+    uint32_t o_lora_rank = 1024;    // Ro  per output group
+    uint32_t o_groups = 8;          // G
+    uint32_t window = 128;          // W   attention.sliding_window (includes the current token)
+
+    // Lightning indexer (ratio-4 layers).
+    uint32_t indexer_heads = 64;    // H_I
+    uint32_t indexer_dim = 128;     // D_I (power of two: Hadamard rotation)
+    uint32_t indexer_top_k = 512;
+
+    // MoE.
+    uint32_t n_expert = 256;        // E
+    uint32_t n_expert_used = 6;     // K
+    uint32_t n_expert_shared = 1;   // E_sh
+    uint32_t expert_ff = 2048;      // F (routed and shared)
+    uint32_t n_hash_layers = 3;     // layers < n_hash_layers route by tid2eid[token]
+    float expert_weights_scale = 1.5f;
+    bool expert_weights_norm = true;
+
+    // Hyper-connections.
+    uint32_t hc = 4;                // HC streams
+    uint32_t sinkhorn_iters = 20;   // T_sk
+    float hc_eps = 1e-6f;
+
+    float norm_eps = 1e-6f;         // every RMSNorm
+
+    // RoPE: plain base for ratio-0 layers; compressed layers use compress_rope_base + YaRN.
+    float rope_base = 10000.0f;
+    float compress_rope_base = 160000.0f;
+    float yarn_factor = 16.0f;
+    uint64_t yarn_orig_ctx = 65536;
+    float yarn_beta_fast = 32.0f;
+    float yarn_beta_slow = 1.0f;
+
+    uint64_t context_length = 1048576;
+
+    // Per trunk layer (size n_layer). Ratios are 0, 4 or 128.
+    std::vector<uint32_t> compress_ratios;
+    std::vector<float> swiglu_clamp_exp;    // routed experts
+    std::vector<float> swiglu_clamp_shexp;  // shared expert (files may omit: = exp)
+
+    // The published Flash configuration (§1.1): 43 layers, ratio schedule 0,0,4,128,4,…,4.
+    static ModelConfig flash();
+    // The Flash ratio schedule for layer i (0 for i < 2, then 4 for even and 128 for odd
+    // layers), usable for any layer count.
+    static uint32_t flash_ratio(uint32_t layer);
+    // Sets n_layer and resizes the per-layer arrays: ratios follow flash_ratio(), clamps keep
+    // the value of layer 0 (10 when empty).
+    void set_layer_count(uint32_t n);
+
+    uint32_t compress_ratio(uint32_t layer) const { return compress_ratios.at(layer); }
+    bool is_hash_layer(uint32_t layer) const { return layer < n_hash_layers; }
+    uint32_t hc_dim() const { return hc * n_embd; }          // flattened HC state
+    uint32_t hc_mix() const { return (2 + hc) * hc; }        // pre + post + comb mixes
+    uint32_t nope_dim() const { return head_dim - rope_dim; }
+
+    // Internal consistency (divisibility, ranges, array sizes); throws ds4::Error with the
+    // offending field named by its GGUF key.
+    void validate() const;
+
+    // The metadata of a GGUF file of this model, in writing order (general.* and the
+    // deepseek4.* keys of §1.2; no tokenizer keys). write_metadata() sets exactly these.
+    std::vector<std::pair<std::string, gguf::Value>> metadata() const;
+    void write_metadata(gguf::Writer& w) const;
+
+    // Reads and validates the model keys of a deepseek4 GGUF.
+    static ModelConfig from_gguf(const gguf::File& f);
+};
+
+// "deepseek4.<suffix>"
+std::string arch_key(const char* suffix);
+
+}  // namespace ds4::model

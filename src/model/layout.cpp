@@ -1,0 +1,226 @@
+#include "model/layout.h"
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "common/error.h"
+#include "gguf/reader.h"
+#include "quant/quant.h"
+
+namespace ds4::model {
+
+namespace {
+
+constexpr std::array<std::string_view, kTensorClassCount> kClassNames = {
+    "embd", "output", "dense", "shared", "gate_up_exps", "down_exps",
+    "hc", "compressor", "indexer", "router", "norm", "tid2eid",
+};
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+    std::string s = "[";
+    for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+}  // namespace
+
+std::string_view tensor_class_name(TensorClass c) { return kClassNames.at(size_t(c)); }
+
+bool is_selectable(TensorClass c) { return c != TensorClass::Norm && c != TensorClass::Tid2Eid; }
+
+std::optional<std::vector<TensorClass>> tensor_classes_from_name(std::string_view name) {
+    std::vector<TensorClass> out;
+    if (name == "all") {
+        for (int i = 0; i < kTensorClassCount; ++i)
+            if (is_selectable(TensorClass(i))) out.push_back(TensorClass(i));
+        return out;
+    }
+    if (name == "exps") return std::vector{TensorClass::GateUpExps, TensorClass::DownExps};
+    for (int i = 0; i < kTensorClassCount; ++i)
+        if (kClassNames[size_t(i)] == name && is_selectable(TensorClass(i)))
+            return std::vector{TensorClass(i)};
+    return std::nullopt;
+}
+
+void TypeRecipe::set(TensorClass c, TensorType t) {
+    if (!is_selectable(c))
+        fail("tensor class {} has a fixed type ({})", tensor_class_name(c),
+             tensor_type_name(of(c)));
+    type[size_t(c)] = t;
+}
+
+TypeRecipe TypeRecipe::uniform(TensorType t) {
+    TypeRecipe r;
+    r.type.fill(t);
+    r.type[size_t(TensorClass::Norm)] = TensorType::F32;
+    r.type[size_t(TensorClass::Tid2Eid)] = TensorType::I32;
+    return r;
+}
+
+TypeRecipe TypeRecipe::flash_q2() {
+    TypeRecipe r = uniform(TensorType::F16);
+    r.set(TensorClass::Output, TensorType::Q8_0);
+    r.set(TensorClass::Dense, TensorType::Q8_0);
+    r.set(TensorClass::Shared, TensorType::Q8_0);
+    r.set(TensorClass::GateUpExps, TensorType::IQ2_XXS);
+    r.set(TensorClass::DownExps, TensorType::Q2_K);
+    return r;
+}
+
+int64_t TensorSpec::n_elements() const {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    return n;
+}
+
+std::vector<TensorSpec> tensor_layout(const ModelConfig& c) {
+    c.validate();
+    using C = TensorClass;
+    std::vector<TensorSpec> out;
+    auto global = [&](std::string name, std::vector<int64_t> ne, C cls) {
+        out.push_back({std::move(name), std::move(ne), cls, -1});
+    };
+    const int64_t D = c.n_embd, V = c.n_vocab, Dh = c.head_dim, Rq = c.q_lora_rank;
+    const int64_t H = c.n_head, G = c.o_groups, Ro = c.o_lora_rank;
+    const int64_t E = c.n_expert, F = c.expert_ff, Fsh = int64_t(c.expert_ff) * c.n_expert_shared;
+    const int64_t HCD = c.hc_dim(), MIX = c.hc_mix();
+    const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
+
+    global("token_embd.weight", {D, V}, C::Embd);
+    for (uint32_t il = 0; il < c.n_layer; ++il) {
+        const int layer = int(il);
+        auto add = [&](const char* suffix, std::vector<int64_t> ne, C cls) {
+            out.push_back({fmt::format("blk.{}.{}", il, suffix), std::move(ne), cls, layer});
+        };
+        const int64_t r = c.compress_ratio(il);
+
+        add("hc_attn_fn.weight", {HCD, MIX}, C::Hc);
+        add("hc_attn_scale.weight", {3}, C::Norm);
+        add("hc_attn_base.weight", {MIX}, C::Norm);
+        add("attn_norm.weight", {D}, C::Norm);
+        add("attn_q_a.weight", {D, Rq}, C::Dense);
+        add("attn_q_a_norm.weight", {Rq}, C::Norm);
+        add("attn_q_b.weight", {Rq, H * Dh}, C::Dense);
+        add("attn_kv.weight", {D, Dh}, C::Dense);
+        add("attn_kv_a_norm.weight", {Dh}, C::Norm);
+        add("attn_sinks.weight", {H}, C::Norm);
+        // Group g's [Ro, H/G·Dh] matrix is rows g·Ro … g·Ro+Ro-1 (§3.3.8).
+        add("attn_output_a.weight", {H * Dh / G, G * Ro}, C::Dense);
+        add("attn_output_b.weight", {G * Ro, D}, C::Dense);
+        if (r != 0) {
+            const int64_t coff = r == 4 ? 2 : 1;  // ratio 4 pools overlapping windows
+            add("attn_compressor_ape.weight", {coff * Dh, r}, C::Compressor);
+            add("attn_compressor_kv.weight", {D, coff * Dh}, C::Compressor);
+            add("attn_compressor_gate.weight", {D, coff * Dh}, C::Compressor);
+            add("attn_compressor_norm.weight", {Dh}, C::Norm);
+        }
+        if (r == 4) {
+            add("indexer.attn_q_b.weight", {Rq, HI * DI}, C::Indexer);
+            add("indexer.proj.weight", {D, HI}, C::Indexer);
+            add("indexer_compressor_ape.weight", {2 * DI, r}, C::Compressor);
+            add("indexer_compressor_kv.weight", {D, 2 * DI}, C::Compressor);
+            add("indexer_compressor_gate.weight", {D, 2 * DI}, C::Compressor);
+            add("indexer_compressor_norm.weight", {DI}, C::Norm);
+        }
+        add("hc_ffn_fn.weight", {HCD, MIX}, C::Hc);
+        add("hc_ffn_scale.weight", {3}, C::Norm);
+        add("hc_ffn_base.weight", {MIX}, C::Norm);
+        add("ffn_norm.weight", {D}, C::Norm);
+        add("ffn_gate_inp.weight", {D, E}, C::Router);
+        if (c.is_hash_layer(il))
+            add("ffn_gate_tid2eid.weight", {int64_t(c.n_expert_used), V}, C::Tid2Eid);
+        else
+            add("exp_probs_b.bias", {E}, C::Norm);
+        add("ffn_gate_exps.weight", {D, F, E}, C::GateUpExps);
+        add("ffn_up_exps.weight", {D, F, E}, C::GateUpExps);
+        add("ffn_down_exps.weight", {F, D, E}, C::DownExps);
+        add("ffn_gate_shexp.weight", {D, Fsh}, C::Shared);
+        add("ffn_up_shexp.weight", {D, Fsh}, C::Shared);
+        add("ffn_down_shexp.weight", {Fsh, D}, C::Shared);
+    }
+    global("output_hc_fn.weight", {HCD, int64_t(c.hc)}, C::Hc);
+    global("output_hc_base.weight", {int64_t(c.hc)}, C::Norm);
+    global("output_hc_scale.weight", {1}, C::Norm);
+    global("output_norm.weight", {D}, C::Norm);
+    global("output.weight", {D, V}, C::Output);
+    return out;
+}
+
+namespace {
+
+void check_type(const gguf::File& f, const gguf::TensorInfo& t, const TensorSpec& s) {
+    const std::string where = fmt::format("{}: tensor {}", f.path(), s.name);
+    if (s.cls == TensorClass::Norm) {
+        if (t.type != TensorType::F32)
+            fail("{}: type {} expected f32", where, tensor_type_name(t.type));
+        return;
+    }
+    if (s.cls == TensorClass::Tid2Eid) {
+        if (t.type != TensorType::I32)
+            fail("{}: type {} expected i32", where, tensor_type_name(t.type));
+        return;
+    }
+    if (!quant::is_weight_format(t.type))
+        fail("{}: type {} is not a weight format this engine supports "
+             "(f32, f16, bf16, q8_0, q2_K, q4_K, iq2_xxs, mxfp4)",
+             where, tensor_type_name(t.type));
+    const auto info = tensor_type_info(t.type);
+    if (s.ne[0] % info->block_values != 0)
+        fail("{}: rows of {} values are not a multiple of the {} block size {}", where, s.ne[0],
+             info->name, info->block_values);
+}
+
+void check_tid2eid(const gguf::File& f, const gguf::TensorInfo& t, const ModelConfig& c) {
+    const uint8_t* p = f.data(t);
+    const int64_t n = t.n_elements();
+    for (int64_t i = 0; i < n; ++i) {
+        int32_t id;
+        std::memcpy(&id, p + 4 * i, 4);
+        if (id < 0 || uint32_t(id) >= c.n_expert)
+            fail("{}: tensor {}: entry {} (token {}) is expert id {}, expected [0, {})", f.path(),
+                 t.name, i, i / int64_t(c.n_expert_used), id, c.n_expert);
+    }
+}
+
+}  // namespace
+
+void validate_tensors(const gguf::File& f, const ModelConfig& cfg) {
+    const std::vector<TensorSpec> layout = tensor_layout(cfg);
+    std::set<std::string> expected;
+    for (const TensorSpec& s : layout) {
+        expected.insert(s.name);
+        const gguf::TensorInfo* t = f.find_tensor(s.name);
+        if (!t)
+            fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name,
+                 shape_str(s.ne), tensor_class_name(s.cls));
+        const std::vector<int64_t> got(t->ne.begin(), t->ne.begin() + t->n_dims);
+        if (got != s.ne)
+            fail("{}: tensor {}: shape {} expected {}", f.path(), s.name, shape_str(got),
+                 shape_str(s.ne));
+        check_type(f, *t, s);
+        if (s.cls == TensorClass::Tid2Eid) check_tid2eid(f, *t, cfg);
+    }
+    for (const gguf::TensorInfo& t : f.tensors()) {
+        if (expected.count(t.name)) continue;
+        // DS4 declares exp_probs_b optional on every layer; on a hash layer it is unused.
+        unsigned layer = 0;
+        char tail[32] = {};
+        if (std::sscanf(t.name.c_str(), "blk.%u.%31s", &layer, tail) == 2 &&
+            std::string_view(tail) == "exp_probs_b.bias" && layer < cfg.n_layer &&
+            cfg.is_hash_layer(layer)) {
+            const TensorSpec s{t.name, {int64_t(cfg.n_expert)}, TensorClass::Norm, int(layer)};
+            const std::vector<int64_t> got(t.ne.begin(), t.ne.begin() + t.n_dims);
+            if (got != s.ne)
+                fail("{}: tensor {}: shape {} expected {}", f.path(), t.name, shape_str(got),
+                     shape_str(s.ne));
+            check_type(f, t, s);
+            continue;
+        }
+        fail("{}: unexpected tensor {} (type {}, shape {}): not part of the deepseek4 layout "
+             "for {} layers",
+             f.path(), t.name, tensor_type_name(t.type), t.shape_string(), cfg.n_layer);
+    }
+}
+
+}  // namespace ds4::model

@@ -1,0 +1,84 @@
+// The tensors a deepseek4 configuration implies (ARCHITECTURE.md §2.2-2.3): GGUF name, GGUF
+// shape ne (ne[0] contiguous), the layer, and a tensor CLASS. Classes group tensors that take
+// the same storage type in a quantization recipe (the generator's and the quantizer's
+// `--type CLASS=TYPE`); Norm and Tid2Eid are fixed (F32 / I32) in every published file.
+//
+// validate_tensors() holds a file's tensor directory to the layout and throws ds4::Error with
+// the tensor named, e.g. "tensor blk.3.attn_q_b.weight: shape [1024, 32768] expected [..]".
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gguf/tensor_type.h"
+#include "model/config.h"
+
+namespace ds4::gguf {
+class File;
+}
+
+namespace ds4::model {
+
+enum class TensorClass : int {
+    Embd,        // token_embd
+    Output,      // output.weight
+    Dense,       // attn_q_a, attn_q_b, attn_kv, attn_output_a, attn_output_b
+    Shared,      // ffn_{gate,up,down}_shexp
+    GateUpExps,  // ffn_gate_exps, ffn_up_exps
+    DownExps,    // ffn_down_exps
+    Hc,          // hc_attn_fn, hc_ffn_fn, output_hc_fn
+    Compressor,  // {attn,indexer}_compressor_{kv,gate,ape}
+    Indexer,     // indexer.attn_q_b, indexer.proj
+    Router,      // ffn_gate_inp
+    Norm,        // norms, hc base/scale, attn_sinks, exp_probs_b: always F32
+    Tid2Eid,     // ffn_gate_tid2eid: always I32
+};
+inline constexpr int kTensorClassCount = 12;
+
+// Lower-case class name as used on command lines ("gate_up_exps", "norm", ...).
+std::string_view tensor_class_name(TensorClass c);
+// Classes named by a `--type` selector: a class name, or the groups "all" (every selectable
+// class, i.e. not Norm/Tid2Eid) and "exps" (GateUpExps + DownExps). nullopt if unknown.
+std::optional<std::vector<TensorClass>> tensor_classes_from_name(std::string_view name);
+// Whether a recipe may choose the type of this class (false for Norm and Tid2Eid).
+bool is_selectable(TensorClass c);
+
+// Storage type per class. Norm is always F32 and Tid2Eid always I32.
+struct TypeRecipe {
+    std::array<TensorType, kTensorClassCount> type;
+
+    TensorType of(TensorClass c) const { return type[size_t(c)]; }
+    void set(TensorClass c, TensorType t);  // throws for a fixed class
+
+    // Every selectable class `t`.
+    static TypeRecipe uniform(TensorType t);
+    // The published DS4 q2 recipe: IQ2_XXS gate/up, Q2_K down, Q8_0 dense/shared/output,
+    // F16 embedding/hc/compressor/indexer/router (§2.2-2.3).
+    static TypeRecipe flash_q2();
+};
+
+struct TensorSpec {
+    std::string name;          // GGUF name, e.g. "blk.3.attn_q_b.weight"
+    std::vector<int64_t> ne;   // GGUF shape, ne[0] contiguous
+    TensorClass cls;
+    int layer;                 // -1 for global tensors
+
+    int64_t n_elements() const;
+    int64_t row_length() const { return ne[0]; }
+};
+
+// All tensors of the configuration, in file order: token_embd, then blk.0 … blk.{L-1} (each
+// in §2.3 order), then the output head. exp_probs_b is listed for non-hash layers only.
+std::vector<TensorSpec> tensor_layout(const ModelConfig& cfg);
+
+// Checks the tensor directory of `f` against tensor_layout(cfg): every tensor present with
+// the exact shape; Norm tensors F32, tid2eid I32, every other tensor one of the engine's
+// weight formats; tid2eid entries in [0, n_expert). Tensors the layout does not list are an
+// error, except exp_probs_b on a hash layer (DS4 files may carry it; it is unused there).
+void validate_tensors(const gguf::File& f, const ModelConfig& cfg);
+
+}  // namespace ds4::model

@@ -1,0 +1,172 @@
+// ds4-gguf-gen: writes random deepseek4 GGUF models of any shape and quant mix, with exactly
+// the tensor names, shapes and metadata keys of the published DeepSeek V4 Flash GGUFs.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+#include "common/error.h"
+#include "options.h"
+#include "vocab.h"
+
+namespace {
+
+constexpr const char* kFooter = R"(Presets (individual flags override them):
+  tiny   6 layers, ratios 0,0,4,128,4,128, 3 hash layers, n_embd 256, vocab 512, 4 heads x 96
+         (rope 32), q_rank 64, o_rank 64 x 2 groups, 8 experts x ff 256 (2 used, 1 shared),
+         indexer 2 x 64 top-k 4, window 16, hc 4; all F32. K/IQ types (256-value blocks) work
+         for embd, output, hc, router, shared, gate_up_exps, down_exps (exps); dense,
+         compressor and indexer rows are 32-multiples (f16/bf16/q8_0/mxfp4).
+  small  8 layers, n_embd 512, vocab 4096, 8 heads x 128 (rope 64), q_rank 256, o_rank 128 x 4,
+         16 experts x ff 256 (4 used, 1 shared), indexer 4 x 64 top-k 8, window 32; all F16.
+         K/IQ types work for every class except compressor.
+  flash  the real DeepSeek-V4-Flash shape (n_embd 4096, 64 heads x 512, 256 experts x 2048,
+         ...), vocab 129280, ratios 0,0,4,128,4,...,4 truncated to --layers (default 43), and
+         the published q2 recipe: iq2_xxs gate/up, q2_k down, q8_0 dense/shared/output, f16
+         embd/hc/compressor/indexer/router. With --sparse and no --layers: the full 43-layer
+         file (~80.8 GiB apparent size) with holes instead of tensor data.
+
+Tensor classes for --type CLASS=TYPE (repeatable, applied in order):
+  all           every class below
+  embd          token_embd
+  output        output.weight
+  dense         attn_q_a, attn_q_b, attn_kv, attn_output_a, attn_output_b
+  shared        ffn_{gate,up,down}_shexp
+  gate_up_exps  ffn_gate_exps, ffn_up_exps
+  down_exps     ffn_down_exps
+  exps          gate_up_exps + down_exps
+  hc            hc_attn_fn, hc_ffn_fn, output_hc_fn
+  compressor    {attn,indexer}_compressor_{kv,gate,ape}
+  indexer       indexer.attn_q_b, indexer.proj
+  router        ffn_gate_inp
+Norms, hc base/scale, attn_sinks and exp_probs_b are always f32, ffn_gate_tid2eid i32.
+TYPE: f32 f16 bf16; q8_0 mxfp4 (32-value blocks); q2_k q4_k iq2_xxs (256-value blocks). A
+type's block must divide the row length (ne[0]) of every tensor of its class.
+
+The llama.cpp oracle runs only shapes with --hc 4, --indexer-dim >= 64 and --head-dim !=
+--indexer-dim (else it asserts, or rotates the main KV too); the generator warns.
+
+Random vocabularies are written as tokenizer.ggml.model = "none". --real-vocab embeds the
+DeepSeek V3 tokenizer.json plus the V4-only tokens at their V4 ids (gpt2 BPE, pre
+"joyai-llm"); vocab becomes 129280 unless --vocab is given.
+Weights are approximately normal with scale 1/sqrt(fan_in) (norm weights 1 + noise, etc.);
+iq2_xxs/q2_k/q4_k matrices are drawn directly as random blocks with the same RMS unless
+--exact-quant. Output is deterministic for a seed (independent of --threads).)";
+
+std::vector<uint32_t> parse_ratios(const std::string& s) {
+    std::vector<uint32_t> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        try {
+            size_t used = 0;
+            const unsigned long v = std::stoul(item, &used);
+            if (used != item.size()) throw std::invalid_argument(item);
+            out.push_back(uint32_t(v));
+        } catch (const std::exception&) {
+            ds4::fail("--ratios: '{}' is not a number (expected e.g. 0,0,4,128)", item);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"ds4-gguf-gen: write a random deepseek4 GGUF model"};
+    app.footer(kFooter);
+    app.get_formatter()->column_width(34);
+
+    std::string out, preset = "tiny", ratios, tokenizer_json;
+    uint64_t seed = 1;
+    bool real_vocab = false, sparse = false, quiet = false, exact_quant = false;
+    int threads = 0;
+    std::vector<std::string> types;
+    app.add_option("-o,--output", out, "output file")->required();
+    app.add_option("--preset", preset, "tiny | small | flash")->capture_default_str();
+    app.add_option("--seed", seed, "random seed")->capture_default_str();
+
+    struct U32Flag {
+        const char* name;
+        const char* help;
+        std::optional<uint32_t> ds4::gen::Overrides::*field;
+        uint32_t value = 0;
+        CLI::Option* opt = nullptr;
+    };
+    using O = ds4::gen::Overrides;
+    std::vector<U32Flag> flags = {
+        {"--layers", "transformer blocks", &O::layers},
+        {"--hash-layers", "hash-routed layers (the first N)", &O::hash_layers},
+        {"--embd", "n_embd", &O::embd},
+        {"--vocab", "vocabulary size", &O::vocab},
+        {"--heads", "attention heads", &O::heads},
+        {"--head-dim", "head dim (key = value length)", &O::head_dim},
+        {"--rope-dim", "rotary dims (the last N of a head)", &O::rope_dim},
+        {"--q-rank", "q LoRA rank", &O::q_rank},
+        {"--o-rank", "output LoRA rank per group", &O::o_rank},
+        {"--o-groups", "output groups", &O::o_groups},
+        {"--experts", "routed experts", &O::experts},
+        {"--experts-used", "experts per token", &O::experts_used},
+        {"--shared-experts", "shared experts", &O::shared_experts},
+        {"--ff", "expert feed-forward length", &O::ff},
+        {"--indexer-heads", "indexer heads", &O::indexer_heads},
+        {"--indexer-dim", "indexer head dim (power of two)", &O::indexer_dim},
+        {"--indexer-top-k", "indexer top-k", &O::indexer_top_k},
+        {"--window", "sliding window", &O::window},
+        {"--hc", "hyper-connection streams", &O::hc},
+    };
+    for (auto& f : flags) f.opt = app.add_option(f.name, f.value, f.help);
+    uint64_t ctx = 0;
+    CLI::Option* ctx_opt = app.add_option("--ctx", ctx, "context_length metadata");
+    CLI::Option* ratios_opt =
+        app.add_option("--ratios", ratios, "compress ratio per layer, e.g. 0,0,4,128");
+    app.add_option("--type", types, "CLASS=TYPE storage type of a tensor class (see below)");
+    app.add_flag("--real-vocab", real_vocab, "embed the real DeepSeek V4 vocabulary");
+    app.add_option("--tokenizer-json", tokenizer_json,
+                   "tokenizer.json for --real-vocab (default: the oracle cache)");
+    app.add_flag("--sparse", sparse, "leave tensor data as holes (sparse file)");
+    app.add_flag("--exact-quant", exact_quant,
+                 "iq2_xxs/q2_k/q4_k: quantize normal rows (slow) instead of random blocks");
+    app.add_option("--threads", threads, "threads for generation (default: all cores)");
+    app.add_flag("-q,--quiet", quiet, "no progress output");
+    CLI11_PARSE(app, argc, argv);
+
+    try {
+        O ov;
+        for (auto& f : flags)
+            if (f.opt->count()) ov.*(f.field) = f.value;
+        if (ctx_opt->count()) ov.ctx = ctx;
+        if (ratios_opt->count()) ov.ratios = parse_ratios(ratios);
+        ov.types = types;
+
+        // --preset flash --sparse without --layers: the full published shape.
+        ds4::gen::GenPlan plan = ds4::gen::make_plan(preset, ov, seed, real_vocab, sparse);
+        if (threads > 0) plan.threads = threads;
+        plan.exact_quant = exact_quant;
+        if (real_vocab)
+            plan.tokenizer_json =
+                tokenizer_json.empty() ? ds4::gen::default_tokenizer_json() : tokenizer_json;
+        std::FILE* log = quiet ? nullptr : stderr;
+        if (log) {
+            std::fprintf(log, "%s\n", ds4::gen::describe(plan).c_str());
+            const auto& c = plan.cfg;
+            if (c.head_dim == c.indexer_dim)
+                std::fprintf(log, "warning: head_dim == indexer_dim (%u): llama.cpp then also "
+                                  "applies the indexer's Hadamard rotation to the main KV\n",
+                             c.head_dim);
+            if (c.indexer_dim < 64)
+                std::fprintf(log, "warning: indexer_dim %u < 64: llama.cpp has no Hadamard "
+                                  "matrix that small and cannot run this model\n",
+                             c.indexer_dim);
+            if (c.hc != 4)
+                std::fprintf(log, "warning: hc %u != 4: llama.cpp asserts hc == 4 and cannot "
+                                  "run this model\n",
+                             c.hc);
+        }
+        ds4::gen::generate(plan, out, log);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4-gguf-gen: error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,101 @@
+#include "random_blocks.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+#include "common/half.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+namespace ds4::gen {
+
+namespace {
+
+using quant::BlockIQ2_XXS;
+using quant::BlockQ2_K;
+using quant::BlockQ4_K;
+using quant::kQK_K;
+
+void fill_random(Rng& rng, void* p, size_t n) {
+    auto* b = static_cast<uint8_t*>(p);
+    while (n >= 8) {
+        const uint64_t v = rng.next();
+        std::memcpy(b, &v, 8);
+        b += 8, n -= 8;
+    }
+    if (n) {
+        const uint64_t v = rng.next();
+        std::memcpy(b, &v, n);
+    }
+}
+
+// One block with scale d (f16-rounded by the caller's choice of d).
+void random_block(TensorType t, Rng& rng, float d, uint8_t* out) {
+    switch (t) {
+        case TensorType::IQ2_XXS: {
+            BlockIQ2_XXS b;
+            fill_random(rng, b.qs, sizeof b.qs);
+            b.d = f32_to_f16(d);
+            std::memcpy(out, &b, sizeof b);
+            return;
+        }
+        case TensorType::Q2_K: {
+            BlockQ2_K b;
+            fill_random(rng, b.qs, sizeof b.qs);
+            fill_random(rng, b.scales, sizeof b.scales);
+            for (uint8_t& s : b.scales) s = uint8_t((s & 15) | (s & 15) << 4);  // min = scale
+            b.d = f32_to_f16(d);
+            b.dmin = f32_to_f16(1.5f * d);
+            std::memcpy(out, &b, sizeof b);
+            return;
+        }
+        case TensorType::Q4_K: {
+            BlockQ4_K b;
+            fill_random(rng, b.qs, sizeof b.qs);
+            fill_random(rng, b.scales, sizeof b.scales);
+            // 6-bit (scale, min) pairs packed as in ARCHITECTURE.md §2.5; min_j = scale_j for
+            // every sub-block: bytes 4..7 repeat bytes 0..3, bytes 8..11 repeat their nibble.
+            for (int j = 0; j < 4; ++j) b.scales[j + 4] = b.scales[j];
+            for (int j = 8; j < 12; ++j) b.scales[j] = uint8_t((b.scales[j] & 15) | (b.scales[j] & 15) << 4);
+            b.d = f32_to_f16(d);
+            b.dmin = f32_to_f16(7.5f * d);
+            std::memcpy(out, &b, sizeof b);
+            return;
+        }
+        default: fail("no random blocks for {}", tensor_type_name(t));
+    }
+}
+
+// RMS of the dequantized values of random blocks with d = 1 (fixed sample, so constant).
+float unit_rms(TensorType t) {
+    constexpr int kBlocks = 512;
+    const size_t bb = row_bytes(t, kQK_K);
+    std::vector<uint8_t> blocks(bb * kBlocks);
+    Rng rng(0x5eed);
+    for (int i = 0; i < kBlocks; ++i) random_block(t, rng, 1.0f, blocks.data() + bb * size_t(i));
+    std::vector<float> v(size_t(kBlocks) * kQK_K);
+    quant::dequantize_row(t, blocks.data(), v.data(), int64_t(v.size()));
+    double ss = 0;
+    for (float x : v) ss += double(x) * x;
+    return float(std::sqrt(ss / double(v.size())));
+}
+
+}  // namespace
+
+bool has_random_blocks(TensorType t) {
+    return t == TensorType::IQ2_XXS || t == TensorType::Q2_K || t == TensorType::Q4_K;
+}
+
+void random_blocks_row(TensorType t, Rng& rng, int64_t n, float rms, uint8_t* out) {
+    static const float kUnit[3] = {unit_rms(TensorType::IQ2_XXS), unit_rms(TensorType::Q2_K),
+                                   unit_rms(TensorType::Q4_K)};
+    const float unit = t == TensorType::IQ2_XXS ? kUnit[0] : t == TensorType::Q2_K ? kUnit[1] : kUnit[2];
+    const float d = rms / unit;
+    const size_t bb = row_bytes(t, kQK_K);
+    if (n % kQK_K != 0) fail("row of {} values is not a multiple of {}", n, kQK_K);
+    for (int64_t b = 0; b < n / kQK_K; ++b) random_block(t, rng, d, out + bb * size_t(b));
+}
+
+}  // namespace ds4::gen
