@@ -1,0 +1,208 @@
+// ds4-oracle: runs a deepseek4 GGUF through the llama.cpp oracle (the prebuilt libraries in
+// .cache/oracle/bin) with the settings of ORACLE.md that make it exact, and writes the logits
+// of every position as raw little-endian float32 [n_tokens][n_vocab]. Test-only; see
+// docs/ORACLE_HARNESS.md.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "capture.h"
+#include "ggml-backend.h"
+#include "llama.h"
+
+namespace {
+
+struct Options {
+    std::string model;
+    std::string token_ids;
+    std::string out;
+    std::string mode = "prefill";
+    int chunk = 0;
+    int threads = 2;
+    int n_ctx = 0;
+    std::string dump_experts;
+    std::string dump_indexer;
+    std::string backend_dir = DS4_ORACLE_BIN;
+    bool verbose = false;
+};
+
+[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
+
+std::vector<llama_token> read_token_ids(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) fail(fmt::format("{}: cannot open token-id file", path));
+    std::vector<llama_token> ids;
+    std::string word;
+    while (in >> word) {
+        size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(word, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != word.size() || v < 0 || v > INT32_MAX) {
+            fail(fmt::format("{}: token {} is '{}', expected a non-negative integer", path, ids.size(), word));
+        }
+        ids.push_back(static_cast<llama_token>(v));
+    }
+    if (ids.empty()) fail(fmt::format("{}: no token ids", path));
+    return ids;
+}
+
+// llama.cpp's log: errors always go to stderr, everything with --verbose.
+struct LogState {
+    bool verbose = false;
+    ggml_log_level last = GGML_LOG_LEVEL_NONE;
+};
+LogState g_log;
+
+void log_callback(ggml_log_level level, const char* text, void*) {
+    if (level != GGML_LOG_LEVEL_CONT) g_log.last = level;
+    if (g_log.verbose || g_log.last == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+// Batch size per llama_decode for each mode; every call is one ubatch (n_ubatch = n_batch).
+int batch_size(const Options& o, int n_tokens) {
+    if (o.mode == "prefill") return n_tokens;
+    if (o.mode == "decode") return 1;
+    if (o.mode == "chunked") {
+        if (o.chunk <= 0) fail("--mode chunked needs --chunk N with N > 0");
+        return std::min(o.chunk, n_tokens);
+    }
+    fail(fmt::format("unknown --mode '{}' (prefill, decode or chunked)", o.mode));
+}
+
+void write_f32(const std::string& path, const std::vector<float>& v) {
+    static_assert(std::endian::native == std::endian::little, "logits files are little-endian");
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+    if (!f) fail(fmt::format("{}: cannot open for writing", path));
+    if (std::fwrite(v.data(), sizeof(float), v.size(), f.get()) != v.size()) {
+        fail(fmt::format("{}: write failed", path));
+    }
+}
+
+int run(const Options& o) {
+    const std::vector<llama_token> tokens = read_token_ids(o.token_ids);
+    const int n_tokens = static_cast<int>(tokens.size());
+    const int bs = batch_size(o, n_tokens);
+
+    g_log.verbose = o.verbose;
+    llama_log_set(log_callback, nullptr);
+    ggml_log_set(log_callback, nullptr);
+    // The CPU backend is a separate library per x86 level; this picks the best for this CPU.
+    ggml_backend_load_all_from_path(o.backend_dir.c_str());
+    llama_backend_init();
+
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    mp.load_mode = LLAMA_LOAD_MODE_MMAP;
+    mp.use_extra_bufts = false;  // no weight repacking: it changes numerics (ORACLE.md)
+    std::unique_ptr<llama_model, void (*)(llama_model*)> model(
+        llama_model_load_from_file(o.model.c_str(), mp), &llama_model_free);
+    if (!model) fail(fmt::format("{}: llama.cpp could not load the model (--verbose shows its log)", o.model));
+
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    for (int i = 0; i < n_tokens; ++i) {
+        if (tokens[i] >= n_vocab) {
+            fail(fmt::format("{}: token {} is {}, outside the vocabulary of {}", o.token_ids, i, tokens[i], n_vocab));
+        }
+    }
+
+    const bool capture = !o.dump_experts.empty() || !o.dump_indexer.empty();
+    ds4::oracle::RouteCapture routes(!o.dump_experts.empty(), !o.dump_indexer.empty());
+
+    llama_context_params cp = llama_context_default_params();
+    // The same n_ctx for every mode, so the caches have the same sizes whatever the batching.
+    cp.n_ctx = o.n_ctx > 0 ? static_cast<uint32_t>(o.n_ctx) : static_cast<uint32_t>((n_tokens + 255) / 256 * 256);
+    cp.n_batch = static_cast<uint32_t>(bs);
+    cp.n_ubatch = static_cast<uint32_t>(bs);
+    cp.n_seq_max = 1;
+    cp.n_threads = o.threads;
+    cp.n_threads_batch = o.threads;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;  // exact settings of ORACLE.md
+    cp.type_k = GGML_TYPE_F32;
+    cp.type_v = GGML_TYPE_F32;
+    cp.no_perf = true;
+    if (capture) {
+        cp.cb_eval = &ds4::oracle::RouteCapture::eval_callback;
+        cp.cb_eval_user_data = &routes;
+    }
+    std::unique_ptr<llama_context, void (*)(llama_context*)> ctx(llama_init_from_model(model.get(), cp),
+                                                                  &llama_free);
+    if (!ctx) fail(fmt::format("{}: llama.cpp could not create a context (n_ctx {})", o.model, cp.n_ctx));
+    if (llama_n_ctx(ctx.get()) < static_cast<uint32_t>(n_tokens)) {
+        fail(fmt::format("context of {} is smaller than the {} tokens (--n-ctx)", llama_n_ctx(ctx.get()), n_tokens));
+    }
+
+    std::vector<float> logits(static_cast<size_t>(n_tokens) * n_vocab);
+    llama_batch batch = llama_batch_init(bs, 0, 1);
+    std::unique_ptr<llama_batch, void (*)(llama_batch*)> batch_guard(&batch, [](llama_batch* b) { llama_batch_free(*b); });
+
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int start = 0; start < n_tokens; start += bs) {
+        const int n = std::min(bs, n_tokens - start);
+        batch.n_tokens = n;
+        for (int i = 0; i < n; ++i) {
+            batch.token[i] = tokens[start + i];
+            batch.pos[i] = start + i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = 1;
+        }
+        routes.begin_batch(start, n);
+        const int rc = llama_decode(ctx.get(), batch);
+        if (!routes.error().empty()) fail("capture: " + routes.error());
+        if (rc != 0) fail(fmt::format("llama_decode failed with {} at position {}", rc, start));
+        for (int i = 0; i < n; ++i) {
+            const float* row = llama_get_logits_ith(ctx.get(), i);
+            if (row == nullptr) fail(fmt::format("no logits for position {}", start + i));
+            std::copy(row, row + n_vocab, logits.begin() + static_cast<size_t>(start + i) * n_vocab);
+        }
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    write_f32(o.out, logits);
+    if (!o.dump_experts.empty()) routes.write_experts(o.dump_experts);
+    if (!o.dump_indexer.empty()) routes.write_indexer(o.dump_indexer);
+    std::fprintf(stderr, "ds4-oracle: %d tokens, n_vocab %d, %s (batch %d), %d threads, %.3f s (%.1f tok/s)\n",
+                 n_tokens, n_vocab, o.mode.c_str(), bs, o.threads, secs, n_tokens / secs);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    CLI::App app{"Runs a deepseek4 GGUF through the llama.cpp oracle and writes float32 logits "
+                 "[n_tokens][n_vocab] (F32 KV, flash attention off, no repack)."};
+    app.add_option("-m,--model", o.model, "GGUF model")->required();
+    app.add_option("--token-ids", o.token_ids, "text file of whitespace-separated token ids")->required();
+    app.add_option("--out", o.out, "output logits file (raw little-endian float32)")->required();
+    app.add_option("--mode", o.mode, "prefill (one batch), decode (one token per call), chunked (--chunk)")
+        ->check(CLI::IsMember({"prefill", "decode", "chunked"}));
+    app.add_option("--chunk", o.chunk, "tokens per llama_decode in chunked mode");
+    app.add_option("--threads", o.threads, "CPU threads")->check(CLI::PositiveNumber);
+    app.add_option("--n-ctx", o.n_ctx, "context size (default: token count rounded up to 256)");
+    app.add_option("--dump-experts", o.dump_experts, "write chosen experts: 'layer pos id...' per line");
+    app.add_option("--dump-indexer", o.dump_indexer, "write indexer-selected rows: 'layer pos id...' per line");
+    app.add_option("--backend-dir", o.backend_dir, "folder of the ggml CPU backend libraries");
+    app.add_flag("-v,--verbose", o.verbose, "show llama.cpp's log");
+    CLI11_PARSE(app, argc, argv);
+    try {
+        return run(o);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4-oracle: error: %s\n", e.what());
+        return 1;
+    }
+}
