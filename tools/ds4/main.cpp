@@ -1,3 +1,125 @@
-// STUB main until the CLI lands.
+// ds4: the DwarfStar command-line front end. Modes so far: --inspect, --token-ids.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-int main() { std::puts("ds4"); return 0; }
+#include <exception>
+#include <filesystem>
+
+#include "common/error.h"
+#include "eval.h"
+#include "inspect.h"
+#include "options.h"
+
+namespace ds4::cli {
+
+ParseResult parse_options(int argc, char** argv) {
+    ParseResult r;
+    Options& o = r.options;
+    CLI::App app{"ds4: DeepSeek V4 Flash inference engine (DwarfStar C++)", "ds4"};
+    app.get_formatter()->column_width(34);
+    auto* model = app.add_option("-m,--model", o.model, "GGUF model file (default ./ds4flash.gguf)")
+                      ->option_text("FILE");
+    std::string inspect_path;
+    auto* inspect = app.add_option("--inspect", inspect_path,
+                                   "Print the model's metadata and tensor table, then exit "
+                                   "(FILE defaults to the -m model)")
+                        ->expected(0, 1)
+                        ->option_text("[FILE]")
+                        ->group("Diagnostics");
+    app.add_option("--token-ids", o.token_ids,
+                   "Evaluate the whitespace-separated token ids in FILE exactly (no BOS, no chat "
+                   "template)")
+        ->option_text("FILE")->group("Evaluation");
+    app.add_option("--dump-logits-f32", o.dump_logits,
+                   "With --token-ids: write every position's logits, raw little-endian float32 "
+                   "[n_tokens][n_vocab]")
+        ->option_text("OUT")->group("Evaluation");
+    app.add_option("-n,--n-predict", o.n_predict, "Greedy continuation: print N more token ids")
+        ->check(CLI::NonNegativeNumber)->group("Evaluation");
+    app.add_option("--ctx", o.ctx, "Context size in tokens (default 4096)")
+        ->check(CLI::PositiveNumber)->group("Evaluation");
+    app.add_option("--threads", o.threads, "Threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber)->group("Evaluation");
+    app.add_option("--prefill-chunk", o.prefill_chunk,
+                   "Prefill chunk size in tokens (default 512; 1 = token-by-token decode)")
+        ->check(CLI::PositiveNumber)->group("Evaluation");
+    app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
+                 "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
+        ->group("Evaluation");
+    app.footer(
+        "Examples:\n"
+        "  ds4 -m models/default.gguf --inspect\n"
+        "  ds4 --inspect ds4flash.gguf\n"
+        "  ds4 -m models/default.gguf --token-ids ids.txt --dump-logits-f32 logits.f32\n"
+        "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
+        "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        r.exit_code = app.exit(e);
+        return r;
+    }
+    o.model_given = model->count() > 0;
+    if (!o.token_ids.empty()) o.mode = Mode::EvalTokens;
+    if (!o.dump_logits.empty() && o.token_ids.empty()) {
+        std::fprintf(stderr, "ds4: --dump-logits-f32 needs --token-ids\n");
+        r.exit_code = 2;
+        return r;
+    }
+    if (inspect->count() > 0) {
+        o.mode = Mode::Inspect;
+        if (!inspect_path.empty()) {
+            if (o.model_given && inspect_path != o.model) {
+                std::fprintf(stderr, "ds4: --inspect %s and -m %s name different files\n",
+                             inspect_path.c_str(), o.model.c_str());
+                r.exit_code = 2;
+                return r;
+            }
+            o.model = inspect_path;
+            o.model_given = true;
+        }
+    }
+    return r;
+}
+
+namespace {
+
+// The default path is a convention, not something the user typed: explain how to get a model.
+void require_model(const Options& o) {
+    if (o.model_given || std::filesystem::exists(o.model)) return;
+    fail("model file {} not found; write the small default model with scripts/run-default.sh "
+         "and pass -m models/default.gguf, or download a DeepSeek V4 Flash GGUF to {} (or pass "
+         "-m FILE)", o.model, o.model);
+}
+
+int run(const Options& o) {
+    switch (o.mode) {
+        case Mode::Inspect:
+            require_model(o);
+            return run_inspect(o.model);
+        case Mode::EvalTokens:
+            require_model(o);
+            return run_eval_tokens(o);
+        case Mode::None:
+            break;
+    }
+    std::fprintf(stderr, "ds4: no mode given; so far --inspect and --token-ids are available "
+                         "(see --help)\n");
+    return 2;
+}
+
+}  // namespace
+}  // namespace ds4::cli
+
+int main(int argc, char** argv) {
+    const auto parsed = ds4::cli::parse_options(argc, argv);
+    if (parsed.exit_code) return *parsed.exit_code;
+    try {
+        return ds4::cli::run(parsed.options);
+    } catch (const ds4::Error& e) {
+        std::fprintf(stderr, "ds4: %s\n", e.what());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4: internal error: %s\n", e.what());
+    }
+    return 1;
+}

@@ -1,0 +1,216 @@
+// The attention sublayer (ARCHITECTURE.md §3.3): q low-rank path, the shared KV row, the
+// compressors and the lightning indexer, sink attention over raw + compressed rows, inverse
+// RoPE and the grouped output projection.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "model/layer.h"
+#include "ops/attention.h"
+#include "ops/hc.h"
+#include "ops/norm.h"
+#include "ops/qat.h"
+
+namespace ds4::model {
+
+Session::LayerState::LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx)
+    : ratio(w.ratio), window(c.window), head_dim(c.head_dim) {
+    raw.assign(size_t(window * head_dim), 0.0f);
+    if (ratio != 0) {
+        comp.resize(size_t((ctx / ratio + 1) * head_dim));
+        compressor.init(w.compressor);
+    }
+    if (ratio == 4) {
+        index_comp.resize(size_t((ctx / 4 + 1) * c.indexer_dim));
+        index_compressor.init(w.indexer_compressor);
+    }
+}
+
+void Session::LayerState::reset() {
+    std::fill(raw.begin(), raw.end(), 0.0f);
+    n_comp = n_index_comp = 0;
+    if (ratio != 0) compressor.reset();
+    if (ratio == 4) index_compressor.reset();
+}
+
+std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, const float* scale,
+                               const float* base, const float* X, int64_t n, float* y) {
+    const ModelConfig& c = ctx.cfg;
+    const int64_t D = c.n_embd, HCD = c.hc_dim();
+    std::vector<float> zn(static_cast<size_t>(HCD)), m(size_t(c.hc_mix()));
+    std::vector<ops::HcMix> mixes;
+    for (int64_t t = 0; t < n; ++t) {
+        const float* x = X + t * HCD;
+        // The 24 mixes see the RMS-normalised flat state; the sum uses the raw streams.
+        ops::rms_norm(x, HCD, nullptr, c.norm_eps, zn.data());
+        ops::matvec(fn, zn.data(), m.data(), ctx.pool);
+        mixes.push_back(ops::hc_split(m.data(), scale, base, int(c.hc), int(c.sinkhorn_iters), c.hc_eps));
+        ops::hc_weighted_sum(x, mixes.back().pre.data(), int(c.hc), D, y + t * D);
+    }
+    return mixes;
+}
+
+namespace {
+
+// Projects the chunk for a compressor: k = Wkv a, g = Wg a + APE[p mod r].
+void compressor_projections(const LayerContext& ctx, const CompressorWeights& cw, const float* a,
+                            int64_t n, int64_t p0, std::vector<float>& k, std::vector<float>& g) {
+    const int64_t row = int64_t(cw.coff) * cw.width;
+    k.resize(size_t(n * row));
+    g.resize(size_t(n * row));
+    ops::matmul(cw.kv, a, n, k.data(), ctx.pool);
+    ops::matmul(cw.gate, a, n, g.data(), ctx.pool);
+    for (int64_t t = 0; t < n; ++t) {
+        const float* ape = &cw.ape[size_t(((p0 + t) % cw.ratio) * row)];
+        for (int64_t j = 0; j < row; ++j) g[size_t(t * row + j)] += ape[j];
+    }
+}
+
+// Indexer scores of every visible compressed row for one query (§3.3.5) and the top-k rows
+// (ties: lower index first), returned ascending.
+std::vector<int32_t> indexer_select(const ModelConfig& c, const float* q, const float* weights,
+                                    const float* keys, int64_t n_vis) {
+    const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
+    std::vector<float> score(size_t(n_vis), 0.0f);
+    for (int64_t r = 0; r < n_vis; ++r) {
+        const float* k = keys + r * DI;
+        float s = 0.0f;
+        for (int64_t h = 0; h < HI; ++h) {
+            float dot = 0.0f;
+            for (int64_t d = 0; d < DI; ++d) dot += q[h * DI + d] * k[d];
+            s += weights[h] * std::max(0.0f, dot);
+        }
+        score[size_t(r)] = s;
+    }
+    std::vector<int32_t> idx(static_cast<size_t>(n_vis));
+    std::iota(idx.begin(), idx.end(), 0);
+    const int64_t k = c.indexer_top_k;
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+        return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
+    });
+    idx.resize(size_t(k));
+    std::sort(idx.begin(), idx.end());
+    return idx;
+}
+
+}  // namespace
+
+void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session::LayerState& s,
+                        float* X, int64_t n, int64_t p0) {
+    const ModelConfig& c = ctx.cfg;
+    const int64_t D = c.n_embd, HCD = c.hc_dim(), H = c.n_head, Dh = c.head_dim;
+    const int64_t Rq = c.q_lora_rank, rope_dim = c.rope_dim, nope = Dh - rope_dim;
+    const bool qat = ctx.opt.qat;
+    const ops::Rope& rope = ctx.model.rope(uint32_t(w.index));
+
+    std::vector<float> y(size_t(n * D)), a(size_t(n * D));
+    const std::vector<ops::HcMix> mixes =
+        hc_pre(ctx, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, X, n, y.data());
+    for (int64_t t = 0; t < n; ++t) ops::rms_norm(&y[t * D], D, w.attn_norm, c.norm_eps, &a[t * D]);
+
+    // Query path (§3.3.2): qr -> qn (kept for the indexer) -> q, per-head RMS, RoPE.
+    std::vector<float> qr(size_t(n * Rq)), qn(size_t(n * Rq)), q(size_t(n * H * Dh));
+    ops::matmul(w.q_a, a.data(), n, qr.data(), ctx.pool);
+    for (int64_t t = 0; t < n; ++t) ops::rms_norm(&qr[t * Rq], Rq, w.q_a_norm, c.norm_eps, &qn[t * Rq]);
+    ops::matmul(w.q_b, qn.data(), n, q.data(), ctx.pool);
+    for (int64_t t = 0; t < n; ++t) {
+        for (int64_t h = 0; h < H; ++h) {
+            float* qh = &q[(t * H + h) * Dh];
+            ops::rms_norm(qh, Dh, nullptr, c.norm_eps, qh);
+        }
+        rope.apply(&q[t * H * Dh], int(H), int(Dh), p0 + t);
+    }
+
+    // KV path (§3.3.3): one row per token, key and value at once.
+    std::vector<float> kv(size_t(n * Dh));
+    ops::matmul(w.kv, a.data(), n, kv.data(), ctx.pool);
+    for (int64_t t = 0; t < n; ++t) {
+        float* row = &kv[t * Dh];
+        ops::rms_norm(row, Dh, w.kv_norm, c.norm_eps, row);
+        rope.apply(row, 1, int(Dh), p0 + t);
+        if (qat) ops::fp8_roundtrip(row, nope);
+    }
+
+    // Compressor and indexer projections for the whole chunk.
+    std::vector<float> ck, cg, ik, ig, iq, iw;
+    const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
+    if (w.ratio != 0) compressor_projections(ctx, w.compressor, a.data(), n, p0, ck, cg);
+    if (w.ratio == 4) {
+        compressor_projections(ctx, w.indexer_compressor, a.data(), n, p0, ik, ig);
+        iq.resize(size_t(n * HI * DI));
+        iw.resize(size_t(n * HI));
+        ops::matmul(w.indexer_q_b, qn.data(), n, iq.data(), ctx.pool);
+        ops::matmul(w.indexer_proj, a.data(), n, iw.data(), ctx.pool);
+        const float wscale = 1.0f / std::sqrt(float(DI * HI));
+        for (int64_t t = 0; t < n; ++t) {
+            rope.apply(&iq[t * HI * DI], int(HI), int(DI), p0 + t);
+            if (qat)
+                for (int64_t h = 0; h < HI; ++h) {
+                    ops::hadamard(&iq[(t * HI + h) * DI], DI);
+                    ops::fp4_roundtrip(&iq[(t * HI + h) * DI], DI);
+                }
+            for (int64_t h = 0; h < HI; ++h) iw[t * HI + h] *= wscale;
+        }
+    }
+
+    // Per token, in position order: state updates, then attention over what it may see.
+    std::vector<float> o(size_t(n * H * Dh)), pooled(size_t(std::max<int64_t>(Dh, DI)));
+    std::vector<const float*> rows;
+    const float scale = 1.0f / std::sqrt(float(Dh));
+    const int64_t crow = int64_t(w.compressor.coff) * Dh;  // compressor projection width
+    for (int64_t t = 0; t < n; ++t) {
+        const int64_t p = p0 + t;
+        std::memcpy(&s.raw[size_t((p % s.window) * Dh)], &kv[t * Dh], sizeof(float) * Dh);
+        if (w.ratio != 0 && s.compressor.push(p, &ck[t * crow], &cg[t * crow], pooled.data())) {
+            float* row = &s.comp[size_t(s.n_comp * Dh)];
+            std::memcpy(row, pooled.data(), sizeof(float) * Dh);
+            finish_compressed_row(row, w.compressor, rope, p + 1 - w.ratio, c.norm_eps,
+                                  int(rope_dim), qat ? CompressedRowQat::Fp8Nope : CompressedRowQat::None);
+            ++s.n_comp;
+        }
+        if (w.ratio == 4 && s.index_compressor.push(p, &ik[t * 2 * DI], &ig[t * 2 * DI], pooled.data())) {
+            float* row = &s.index_comp[size_t(s.n_index_comp * DI)];
+            std::memcpy(row, pooled.data(), sizeof(float) * DI);
+            finish_compressed_row(row, w.indexer_compressor, rope, p + 1 - 4, c.norm_eps,
+                                  int(rope_dim), qat ? CompressedRowQat::HadamardFp4 : CompressedRowQat::None);
+            ++s.n_index_comp;
+        }
+
+        rows.clear();
+        for (int64_t kp = std::max<int64_t>(0, p - s.window + 1); kp <= p; ++kp)
+            rows.push_back(&s.raw[size_t((kp % s.window) * Dh)]);
+        if (w.ratio == 128) {
+            for (int64_t r = 0; r < s.n_comp; ++r) rows.push_back(&s.comp[size_t(r * Dh)]);
+        } else if (w.ratio == 4) {
+            if (s.n_comp <= int64_t(c.indexer_top_k)) {
+                for (int64_t r = 0; r < s.n_comp; ++r) rows.push_back(&s.comp[size_t(r * Dh)]);
+            } else {
+                std::vector<int32_t> sel = indexer_select(c, &iq[t * HI * DI], &iw[t * HI],
+                                                          s.index_comp.data(), s.n_comp);
+                for (int32_t r : sel) rows.push_back(&s.comp[size_t(r) * Dh]);
+                if (ctx.log) {
+                    auto& per_layer = ctx.log->indexer[size_t(p)];
+                    per_layer.resize(c.n_layer);
+                    per_layer[size_t(w.index)] = sel;
+                }
+            }
+        }
+        ops::sink_attention(&q[t * H * Dh], int(H), int(Dh), rows.data(), int64_t(rows.size()),
+                            w.sinks, scale, &o[t * H * Dh]);
+        rope.apply(&o[t * H * Dh], int(H), int(Dh), p, /*inverse=*/true);
+    }
+
+    // Grouped output (§3.3.8): group g's heads through its own row block of out_a.
+    const int64_t G = c.o_groups, Ro = c.o_lora_rank, group_in = H / G * Dh;
+    std::vector<float> z(size_t(n * G * Ro)), out(size_t(n * D));
+    for (int64_t g = 0; g < G; ++g) {
+        const ops::Matrix Ag = w.out_a.slice_rows(g * Ro, Ro);
+        for (int64_t t = 0; t < n; ++t)
+            ops::matvec(Ag, &o[t * H * Dh + g * group_in], &z[(t * G + g) * Ro], ctx.pool);
+    }
+    ops::matmul(w.out_b, z.data(), n, out.data(), ctx.pool);
+    for (int64_t t = 0; t < n; ++t) ops::hc_post(mixes[size_t(t)], &out[t * D], X + t * HCD, D);
+}
+
+}  // namespace ds4::model

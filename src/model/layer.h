@@ -1,0 +1,48 @@
+// One block of the model (internal to src/model): the per-layer KV state and the two
+// sublayers. X is the HC state of a chunk of n tokens at positions p0..p0+n-1, [n][hc][n_embd],
+// updated in place.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/compressor.h"
+#include "ops/hc.h"
+#include "model/model.h"
+
+namespace ds4::model {
+
+// Per-layer KV state (§4.1).
+struct Session::LayerState {
+    LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx);
+    void reset();
+
+    int ratio = 0;
+    int64_t window = 0, head_dim = 0;
+    std::vector<float> raw;             // [window][head_dim], position p at slot p mod window
+    std::vector<float> comp;            // [rows][head_dim] attention compressed cache
+    int64_t n_comp = 0;
+    std::vector<float> index_comp;      // [rows][indexer_dim] indexer compressed cache (ratio 4)
+    int64_t n_index_comp = 0;
+    CompressorState compressor, index_compressor;
+};
+
+struct LayerContext {
+    const ModelConfig& cfg;
+    const Model& model;
+    ThreadPool& pool;
+    const SessionOptions& opt;
+    DecisionLog* log;
+};
+
+void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session::LayerState& s,
+                        float* X, int64_t n, int64_t p0);
+void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
+                  const int32_t* tokens, int64_t n, int64_t p0);
+
+// hc_pre for every token of the chunk (§3.2): the sublayer inputs y [n][n_embd] and the mixes
+// that hc_post needs.
+std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, const float* scale,
+                               const float* base, const float* X, int64_t n, float* y);
+
+}  // namespace ds4::model

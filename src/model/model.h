@@ -1,0 +1,90 @@
+// The DeepSeek V4 model on the CPU: a loaded, validated GGUF (Model) and one evaluation
+// timeline over it (Session) with the per-layer KV state of ARCHITECTURE.md §4.
+//
+//   auto model = Model::load("ds4flash.gguf");
+//   Session s(*model, {.ctx = 4096, .threads = 2});
+//   s.eval(tokens, &logits);           // prefill (chunked), logits of every position
+//   s.eval({next}, &logits);           // decode one token
+//   s.truncate(n);                     // back to the first n tokens
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "gguf/reader.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "ops/rope.h"
+
+namespace ds4::model {
+
+class Model {
+public:
+    // Opens, validates (metadata and every tensor's shape/type) and binds. Throws ds4::Error.
+    static std::unique_ptr<Model> load(const std::string& path);
+
+    const ModelConfig& config() const { return cfg_; }
+    const Weights& weights() const { return w_; }
+    const gguf::File& file() const { return *file_; }
+    // RoPE of layer il: plain for ratio-0 layers, compressed base + YaRN otherwise.
+    const ops::Rope& rope(uint32_t il) const;
+
+private:
+    std::unique_ptr<gguf::File> file_;
+    ModelConfig cfg_;
+    Weights w_;
+    std::unique_ptr<ops::Rope> rope_plain_, rope_compressed_;
+};
+
+struct SessionOptions {
+    int64_t ctx = 4096;          // maximum positions
+    int threads = 1;
+    int64_t prefill_chunk = 512;  // tokens per batch in eval(); 1 = token-by-token decode
+    bool qat = true;             // FP8 KV / FP4 indexer simulations (off to match llama.cpp)
+};
+
+// Optional record of the discrete decisions, for comparison with the oracle.
+struct DecisionLog {
+    // Per evaluated position and layer: chosen expert ids (in selection order).
+    std::vector<std::vector<std::vector<int32_t>>> experts;   // [pos][layer][k]
+    // Per position and ratio-4 layer: selected compressed rows (ascending), only when the
+    // indexer had to choose (more visible rows than top-k).
+    std::vector<std::vector<std::vector<int32_t>>> indexer;   // [pos][layer][...]
+};
+
+class Session {
+public:
+    Session(const Model& model, SessionOptions opt);
+    ~Session();
+
+    // Evaluates tokens at positions pos() .. pos()+n-1, in chunks of prefill_chunk. If logits
+    // is non-null it receives [n][n_vocab] (all_logits) or [n_vocab] of the last token.
+    void eval(const std::vector<int32_t>& tokens, std::vector<float>* logits,
+              bool all_logits = false);
+    // Forgets everything from position n on (n <= pos()); the state equals a fresh run over
+    // the first n tokens.
+    void truncate(int64_t n);
+    void reset() { truncate(0); }
+
+    int64_t pos() const { return int64_t(tokens_.size()); }
+    const std::vector<int32_t>& tokens() const { return tokens_; }
+    const SessionOptions& options() const { return opt_; }
+    void set_decision_log(DecisionLog* log) { log_ = log; }
+
+    struct LayerState;
+
+private:
+    void eval_chunk(const int32_t* tokens, int64_t n, float* logits, bool all_logits);
+
+    const Model& model_;
+    SessionOptions opt_;
+    ThreadPool pool_;
+    std::vector<int32_t> tokens_;
+    std::vector<std::unique_ptr<LayerState>> layers_;
+    DecisionLog* log_ = nullptr;
+};
+
+}  // namespace ds4::model

@@ -1,0 +1,34 @@
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace ds4::ops {
+
+void sink_attention(const float* q, int n_head, int head_dim, const float* const* rows,
+                    int64_t n_rows, const float* sinks, float scale, float* out) {
+    std::vector<float> logit(n_rows);
+    for (int h = 0; h < n_head; ++h) {
+        const float* qh = q + int64_t(h) * head_dim;
+        float mx = sinks[h];
+        for (int64_t s = 0; s < n_rows; ++s) {
+            float dot = 0.0f;
+            for (int d = 0; d < head_dim; ++d) dot += qh[d] * rows[s][d];
+            logit[s] = dot * scale;
+            mx = std::max(mx, logit[s]);
+        }
+        float denom = std::exp(sinks[h] - mx);
+        float* oh = out + int64_t(h) * head_dim;
+        std::fill(oh, oh + head_dim, 0.0f);
+        for (int64_t s = 0; s < n_rows; ++s) {
+            const float w = std::exp(logit[s] - mx);
+            denom += w;
+            for (int d = 0; d < head_dim; ++d) oh[d] += w * rows[s][d];
+        }
+        const float inv = 1.0f / denom;
+        for (int d = 0; d < head_dim; ++d) oh[d] *= inv;
+    }
+}
+
+}  // namespace ds4::ops

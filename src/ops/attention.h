@@ -1,0 +1,18 @@
+// Attention core with a per-head sink (ARCHITECTURE.md §3.3.7): one query position, n_head
+// heads, over a set of shared key/value rows (MQA: one KV vector per row is both key and value).
+#pragma once
+
+#include <cstdint>
+
+namespace ds4::ops {
+
+// out[h][d] = sum_s softmax_s(q_h . row_s * scale | sink_h) row_s[d], where the sink logit
+// joins the softmax denominator only.
+//   q:    [n_head][head_dim]
+//   rows: n_rows pointers to [head_dim] vectors
+//   sinks:[n_head] raw logits
+//   out:  [n_head][head_dim]
+void sink_attention(const float* q, int n_head, int head_dim, const float* const* rows,
+                    int64_t n_rows, const float* sinks, float scale, float* out);
+
+}  // namespace ds4::ops

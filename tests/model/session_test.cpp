@@ -1,0 +1,114 @@
+// Session semantics on a generated tiny model: chunked prefill equals token-by-token decode,
+// truncation equals a fresh run, QAT keeps logits finite and close, bad requests fail cleanly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "compare.h"
+#include "model/model.h"
+#include "tool_run.h"
+
+namespace ds4::model {
+namespace {
+
+using oracle::Logits;
+
+// One tiny model for the whole suite (16 indexer heads: no exact score ties).
+const std::string& tiny_model() {
+    static oracle::TempDir dir;
+    static const std::string path = [] {
+        const std::string p = dir.file("tiny.gguf");
+        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "-o", p,
+                                            "--preset", "tiny", "--indexer-heads", "16"});
+        EXPECT_EQ(r.exit_code, 0) << r.output;
+        return p;
+    }();
+    return path;
+}
+
+Logits run(const Model& m, const std::vector<int32_t>& ids, SessionOptions opt) {
+    Session s(m, opt);
+    Logits out;
+    out.n_vocab = m.config().n_vocab;
+    out.n_tokens = int64_t(ids.size());
+    s.eval(ids, &out.values, /*all_logits=*/true);
+    return out;
+}
+
+TEST(Session, ChunkedPrefillEqualsTokenByTokenDecode) {
+    auto m = Model::load(tiny_model());
+    const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 5);
+    const SessionOptions base{.ctx = 512, .threads = 2, .prefill_chunk = 1, .qat = true};
+    const Logits decode = run(*m, ids, base);
+    for (int64_t chunk : {7, 64, 300}) {
+        SessionOptions o = base;
+        o.prefill_chunk = chunk;
+        const auto s = oracle::compare_logits(decode, run(*m, ids, o), 1e-5);
+        EXPECT_EQ(s.first_divergence, -1) << "chunk " << chunk << ": " << oracle::describe(s);
+        EXPECT_EQ(s.top1_agreement, 1.0);
+    }
+}
+
+TEST(Session, OneThreadEqualsTwo) {
+    auto m = Model::load(tiny_model());
+    const auto ids = oracle::random_token_ids(100, m->config().n_vocab, 6);
+    const Logits a = run(*m, ids, {.ctx = 128, .threads = 1});
+    const Logits b = run(*m, ids, {.ctx = 128, .threads = 2});
+    EXPECT_EQ(a.values, b.values);
+}
+
+TEST(Session, TruncateThenContinueEqualsAFreshRun) {
+    auto m = Model::load(tiny_model());
+    const auto ids = oracle::random_token_ids(260, m->config().n_vocab, 7);
+    const auto other = oracle::random_token_ids(80, m->config().n_vocab, 8);
+    Session s(*m, {.ctx = 512, .threads = 2, .prefill_chunk = 32});
+    // A first continuation that gets thrown away, then the real one after truncation.
+    s.eval(std::vector<int32_t>(ids.begin(), ids.begin() + 131), nullptr);
+    s.eval(other, nullptr);
+    s.truncate(131);
+    EXPECT_EQ(s.pos(), 131);
+    std::vector<float> tail;
+    s.eval(std::vector<int32_t>(ids.begin() + 131, ids.end()), &tail, /*all_logits=*/true);
+
+    const Logits fresh = run(*m, ids, {.ctx = 512, .threads = 2, .prefill_chunk = 32});
+    const int64_t V = m->config().n_vocab;
+    ASSERT_EQ(tail.size(), size_t(129 * V));
+    for (int64_t i = 0; i < int64_t(tail.size()); ++i)
+        ASSERT_EQ(tail[size_t(i)], fresh.values[size_t(131 * V + i)]) << "at value " << i;
+}
+
+TEST(Session, QatSimulationKeepsLogitsFiniteAndClose) {
+    auto m = Model::load(tiny_model());
+    const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 9);
+    const Logits off = run(*m, ids, {.ctx = 512, .threads = 2, .prefill_chunk = 64, .qat = false});
+    const Logits on = run(*m, ids, {.ctx = 512, .threads = 2, .prefill_chunk = 64, .qat = true});
+    for (float v : on.values) ASSERT_TRUE(std::isfinite(v));
+    const auto s = oracle::compare_logits(off, on, 1e-3);
+    std::printf("QAT on vs off: %s\n", oracle::describe(s).c_str());
+    EXPECT_NE(s.worst_max_abs_diff, 0.0) << "the simulation changed nothing";
+    EXPECT_LT(s.median_kl, 0.5);
+}
+
+TEST(Session, RejectsBadRequests) {
+    auto m = Model::load(tiny_model());
+    Session s(*m, {.ctx = 16});
+    EXPECT_THROW(s.eval({int32_t(m->config().n_vocab)}, nullptr), Error);
+    EXPECT_THROW(s.eval({-1}, nullptr), Error);
+    EXPECT_THROW(s.eval(std::vector<int32_t>(17, 1), nullptr), Error);
+    EXPECT_EQ(s.pos(), 0);  // nothing was evaluated
+    s.eval(std::vector<int32_t>(16, 1), nullptr);
+    try {
+        s.eval({1}, nullptr);
+        FAIL() << "context overflow accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("context"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(s.truncate(17), Error);
+}
+
+}  // namespace
+}  // namespace ds4::model

@@ -1,0 +1,77 @@
+#include "eval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "model/model.h"
+
+namespace ds4::cli {
+namespace {
+
+std::vector<int32_t> read_token_ids(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) fail("cannot read token ids from {}", path);
+    std::vector<int32_t> ids;
+    std::string word;
+    while (in >> word) {
+        size_t used = 0;
+        long long v = -1;
+        try {
+            v = std::stoll(word, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != word.size() || v < 0 || v > INT32_MAX)
+            fail("{}: '{}' (token {}) is not a token id", path, word, ids.size());
+        ids.push_back(int32_t(v));
+    }
+    if (ids.empty()) fail("{}: no token ids", path);
+    return ids;
+}
+
+int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v + n) - v); }
+
+}  // namespace
+
+int run_eval_tokens(const Options& o) {
+    const std::vector<int32_t> ids = read_token_ids(o.token_ids);
+    auto model = model::Model::load(o.model);
+    const int64_t V = model->config().n_vocab;
+    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    model::Session s(*model, {.ctx = o.ctx, .threads = threads, .prefill_chunk = o.prefill_chunk,
+                              .qat = o.qat});
+    using clock = std::chrono::steady_clock;
+    const bool all = !o.dump_logits.empty();
+    std::vector<float> logits;
+    const auto t0 = clock::now();
+    s.eval(ids, &logits, all);
+    const double prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
+    if (all) {
+        std::ofstream out(o.dump_logits, std::ios::binary);
+        out.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
+        if (!out) fail("cannot write logits to {}", o.dump_logits);
+    }
+    int32_t next = argmax(logits.data() + (all ? (int64_t(ids.size()) - 1) * V : 0), V);
+    const auto t1 = clock::now();
+    for (int i = 0; i < o.n_predict; ++i) {
+        std::printf(i ? " %d" : "%d", next);
+        std::fflush(stdout);
+        if (i + 1 == o.n_predict) break;
+        s.eval({next}, &logits);
+        next = argmax(logits.data(), V);
+    }
+    if (o.n_predict > 0) std::printf("\n");
+    const double gen_s = std::chrono::duration<double>(clock::now() - t1).count();
+    std::fprintf(stderr, "prefill: %.2f t/s, generation: %.2f t/s\n", double(ids.size()) / prefill_s,
+                 o.n_predict > 1 ? (o.n_predict - 1) / gen_s : 0.0);
+    return 0;
+}
+
+}  // namespace ds4::cli
