@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,9 @@ Logits run_oracle(const TempDir& dir, const std::string& model, const std::strin
     *indexer = load_route_dump(ix);
     return load_logits(out, n_vocab);
 }
+
+// Readable test names in CTest (gtest would print the parameter's bytes).
+void PrintTo(const Shape& v, std::ostream* os) { *os << v.name; }
 
 class ModelOracle : public ::testing::TestWithParam<Shape> {};
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ Logits oracle_logits(const TempDir& dir, const std::string& model, const std::st
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return load_logits(out, n_vocab);
 }
+
+// Readable test names in CTest (gtest would print the parameter's bytes).
+void PrintTo(const Mix& v, std::ostream* os) { *os << v.name; }
 
 class QuantOracle : public ::testing::TestWithParam<Mix> {};
 
