@@ -1,4 +1,4 @@
-// ds4: the DwarfStar command-line front end. Modes so far: --inspect, --token-ids.
+// ds4: the DwarfStar command-line front end. Modes so far: --inspect, --token-ids, --dump-tokens.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -9,6 +9,7 @@
 #include "eval.h"
 #include "inspect.h"
 #include "options.h"
+#include "tokens.h"
 
 namespace ds4::cli {
 
@@ -46,6 +47,18 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
                  "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
         ->group("Evaluation");
+    auto* prompt = app.add_option("-p,--prompt", o.prompt, "Prompt text")->option_text("TEXT");
+    auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
+                            ->option_text("FILE");
+    prompt->excludes(prompt_file);
+    bool dump_tokens = false;
+    app.add_flag("--dump-tokens", dump_tokens,
+                 "Print the prompt's token ids on one line, space-separated, then exit")
+        ->group("Diagnostics");
+    app.add_flag("--raw", o.raw,
+                 "With --dump-tokens: the literal bytes (no BOS, no template, marker text as "
+                 "plain text)")
+        ->group("Diagnostics");
     app.footer(
         "Examples:\n"
         "  ds4 -m models/default.gguf --inspect\n"
@@ -61,6 +74,7 @@ ParseResult parse_options(int argc, char** argv) {
     }
     o.model_given = model->count() > 0;
     if (!o.token_ids.empty()) o.mode = Mode::EvalTokens;
+    if (dump_tokens) o.mode = Mode::DumpTokens;
     if (!o.dump_logits.empty() && o.token_ids.empty()) {
         std::fprintf(stderr, "ds4: --dump-logits-f32 needs --token-ids\n");
         r.exit_code = 2;
@@ -100,6 +114,9 @@ int run(const Options& o) {
         case Mode::EvalTokens:
             require_model(o);
             return run_eval_tokens(o);
+        case Mode::DumpTokens:
+            require_model(o);
+            return run_dump_tokens(o);
         case Mode::None:
             break;
     }

@@ -7,7 +7,7 @@
 
 namespace ds4::cli {
 
-enum class Mode { None, Inspect, EvalTokens };
+enum class Mode { None, Inspect, EvalTokens, DumpTokens };
 
 struct Options {
     std::string model = "./ds4flash.gguf";  // -m/--model
@@ -22,6 +22,11 @@ struct Options {
     long long ctx = 4096;         // --ctx
     long long prefill_chunk = 512;  // --prefill-chunk (1 = token-by-token decode)
     bool qat = true;              // --no-qat turns the FP8/FP4 simulations off
+
+    // Prompt and --dump-tokens.
+    std::string prompt;           // -p TEXT
+    std::string prompt_file;      // --prompt-file FILE (exact bytes)
+    bool raw = false;             // --raw: no BOS, no template; marker text is plain text
 };
 
 // Parses argv. Returns the options, or an exit code when parsing ends the run (--help

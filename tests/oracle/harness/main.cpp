@@ -2,6 +2,10 @@
 // .cache/oracle/bin) with the settings of ORACLE.md that make it exact, and writes the logits
 // of every position as raw little-endian float32 [n_tokens][n_vocab]. Test-only; see
 // docs/ORACLE_HARNESS.md.
+//
+// --tokenize STRINGS: instead, loads only the vocabulary and writes llama.cpp's token ids for
+// each string of STRINGS (little-endian u32 byte length + bytes, repeated) to --out, one line
+// of space-separated ids per string (no BOS; control tokens parsed only with --parse-special).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -34,6 +38,8 @@ struct Options {
     std::string dump_indexer;
     std::string backend_dir = DS4_ORACLE_BIN;
     bool verbose = false;
+    std::string tokenize;  // --tokenize STRINGS: tokenizer mode
+    bool parse_special = false;
 };
 
 [[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
@@ -180,6 +186,64 @@ int run(const Options& o) {
     return 0;
 }
 
+// Strings file of --tokenize: [u32 little-endian byte length][bytes], repeated.
+std::vector<std::string> read_strings(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(fmt::format("{}: cannot open strings file", path));
+    std::vector<std::string> out;
+    unsigned char len_bytes[4];
+    while (in.read(reinterpret_cast<char*>(len_bytes), 4)) {
+        const uint32_t n = uint32_t(len_bytes[0]) | uint32_t(len_bytes[1]) << 8 |
+                           uint32_t(len_bytes[2]) << 16 | uint32_t(len_bytes[3]) << 24;
+        std::string s(n, '\0');
+        if (!in.read(s.data(), std::streamsize(n)))
+            fail(fmt::format("{}: string {} is truncated", path, out.size()));
+        out.push_back(std::move(s));
+    }
+    if (in.gcount() != 0) fail(fmt::format("{}: trailing bytes after string {}", path, out.size()));
+    return out;
+}
+
+int run_tokenize(const Options& o) {
+    const std::vector<std::string> strings = read_strings(o.tokenize);
+    g_log.verbose = o.verbose;
+    llama_log_set(log_callback, nullptr);
+    ggml_log_set(log_callback, nullptr);
+    llama_backend_init();
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    std::unique_ptr<llama_model, void (*)(llama_model*)> model(
+        llama_model_load_from_file(o.model.c_str(), mp), &llama_model_free);
+    if (!model) fail(fmt::format("{}: llama.cpp could not load the vocabulary (--verbose shows its log)", o.model));
+    const llama_vocab* vocab = llama_model_get_vocab(model.get());
+
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(o.out.c_str(), "wb"), &std::fclose);
+    if (!f) fail(fmt::format("{}: cannot open for writing", o.out));
+    std::vector<llama_token> ids;
+    for (size_t k = 0; k < strings.size(); ++k) {
+        const std::string& s = strings[k];
+        ids.resize(s.size() + 16);
+        int n = llama_tokenize(vocab, s.data(), int32_t(s.size()), ids.data(), int32_t(ids.size()),
+                               /*add_special=*/false, o.parse_special);
+        if (n < 0 && n != INT32_MIN) {
+            ids.resize(size_t(-n));
+            n = llama_tokenize(vocab, s.data(), int32_t(s.size()), ids.data(), int32_t(ids.size()),
+                               false, o.parse_special);
+        }
+        if (n < 0) fail(fmt::format("llama_tokenize failed ({}) on string {}", n, k));
+        std::string line;
+        for (int i = 0; i < n; ++i) {
+            if (i) line += ' ';
+            line += std::to_string(ids[size_t(i)]);
+        }
+        line += '\n';
+        if (std::fwrite(line.data(), 1, line.size(), f.get()) != line.size())
+            fail(fmt::format("{}: write failed", o.out));
+    }
+    std::fprintf(stderr, "ds4-oracle: tokenized %zu strings\n", strings.size());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -187,8 +251,10 @@ int main(int argc, char** argv) {
     CLI::App app{"Runs a deepseek4 GGUF through the llama.cpp oracle and writes float32 logits "
                  "[n_tokens][n_vocab] (F32 KV, flash attention off, no repack)."};
     app.add_option("-m,--model", o.model, "GGUF model")->required();
-    app.add_option("--token-ids", o.token_ids, "text file of whitespace-separated token ids")->required();
-    app.add_option("--out", o.out, "output logits file (raw little-endian float32)")->required();
+    app.add_option("--token-ids", o.token_ids, "text file of whitespace-separated token ids");
+    app.add_option("--out", o.out, "output logits file (raw little-endian float32); with --tokenize, the ids")->required();
+    app.add_option("--tokenize", o.tokenize, "tokenizer mode: strings file (u32 LE length + bytes, repeated)");
+    app.add_flag("--parse-special", o.parse_special, "with --tokenize: match control tokens in the text");
     app.add_option("--mode", o.mode, "prefill (one batch), decode (one token per call), chunked (--chunk)")
         ->check(CLI::IsMember({"prefill", "decode", "chunked"}));
     app.add_option("--chunk", o.chunk, "tokens per llama_decode in chunked mode");
@@ -200,6 +266,8 @@ int main(int argc, char** argv) {
     app.add_flag("-v,--verbose", o.verbose, "show llama.cpp's log");
     CLI11_PARSE(app, argc, argv);
     try {
+        if (!o.tokenize.empty()) return run_tokenize(o);
+        if (o.token_ids.empty()) fail("--token-ids is required (or --tokenize)");
         return run(o);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "ds4-oracle: error: %s\n", e.what());
