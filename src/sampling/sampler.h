@@ -1,0 +1,51 @@
+// Token sampling from logits (PRODUCT.md §3.1, §4.4): temperature, top-k, top-p, min-p, seed.
+// Defaults are upstream's: T = 1, top-p = 1, min-p = 0.05, no top-k; temperature <= 0 is greedy.
+//
+// Order: temperature scales the logits; top-k keeps the k largest; min-p keeps tokens whose
+// probability is at least min_p times the top token's (after temperature); top-p keeps the
+// smallest most-probable set whose mass reaches top_p; one token is drawn from what is left,
+// renormalised. Ties keep the lower id first, so results do not depend on sort stability.
+#pragma once
+
+#include "sampling/rng.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ds4::sampling {
+
+struct SamplerParams {
+    float temperature = 1.0f;  // <= 0: greedy
+    int top_k = 0;             // <= 0: no cap
+    float top_p = 1.0f;        // >= 1: off
+    float min_p = 0.05f;       // <= 0: off
+    uint64_t seed = 0;
+};
+
+// Index of the largest logit (lowest index on ties; NaN never wins). Throws ds4::Error on an
+// empty span or when no logit is a number.
+int32_t argmax(std::span<const float> logits);
+
+struct Candidate {
+    int32_t id;
+    float p;  // probability after all filters (sums to 1 over the candidates)
+};
+
+class Sampler {
+public:
+    explicit Sampler(SamplerParams params = {});
+
+    int32_t sample(std::span<const float> logits);
+    // The candidates sample() would draw from, most probable first (for tests and logprobs).
+    std::vector<Candidate> candidates(std::span<const float> logits) const;
+
+    const SamplerParams& params() const { return params_; }
+    void reseed(uint64_t seed) { rng_.reseed(seed); }
+
+private:
+    SamplerParams params_;
+    Rng rng_;
+};
+
+}  // namespace ds4::sampling
