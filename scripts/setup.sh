@@ -9,7 +9,7 @@ cache="$root/.cache/oracle"
 
 debs=(build-essential cmake ninja-build git clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-      libpcre2-dev libcpp-httplib-dev libfmt-dev python3)
+      libpcre2-dev libcpp-httplib-dev libfmt-dev pkg-config python3)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -37,4 +37,11 @@ if [ ! -f "$cache/.complete" ]; then
   ln -sfn "$cache/linux-x64/bins/linux-x64" "$cache/bin"
   rm -rf "$cache/tgz"
   touch "$cache/.complete"
+fi
+
+# Reference renderer for chat-template tests: a JS Jinja engine (test-only).
+if [ ! -f "$root/.cache/jinja/.complete" ]; then
+  echo "setup: installing @huggingface/jinja into .cache/jinja"
+  npm install --silent --no-audit --no-fund --prefix "$root/.cache/jinja" @huggingface/jinja@0.5.11 >/dev/null
+  touch "$root/.cache/jinja/.complete"
 fi

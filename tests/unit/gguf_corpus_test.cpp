@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path corpus_dir() { return fs::path(DS4_TEST_DATA) / ".." / ".." / "fuzz" / "corpus" / "gguf"; }
+fs::path corpus_dir() { return fs::path(DS4_SOURCE_DIR) / "fuzz" / "corpus" / "gguf"; }
 
 std::string file(const char* name) { return (corpus_dir() / name).string(); }
 

@@ -321,7 +321,7 @@ TEST_F(GgufGen, BadRequestsFailWithAClearMessage) {
 
 // The tokenizer.json of the oracle cache (scripts/setup.sh); empty when absent.
 std::string tokenizer_json() {
-    const std::filesystem::path p = std::filesystem::path(DS4_TEST_DATA) / ".." / ".." / ".cache" /
+    const std::filesystem::path p = std::filesystem::path(DS4_SOURCE_DIR) / ".cache" /
                                     "oracle" / "tokenizer" / "models" / "tokenizer.json";
     return std::filesystem::exists(p) ? p.string() : std::string();
 }
