@@ -6,14 +6,9 @@
 #include <cstdint>
 #include <string_view>
 
-namespace ds4::gen {
+#include "common/xoshiro.h"
 
-inline uint64_t splitmix64(uint64_t& x) {
-    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+namespace ds4::gen {
 
 // FNV-1a: a stable hash of a tensor name, so a tensor's values depend on its name and the
 // seed only (not on the order or number of other tensors).
@@ -23,28 +18,16 @@ inline uint64_t fnv1a64(std::string_view s) {
     return h;
 }
 
-// xoshiro256** (Blackman & Vigna), seeded through splitmix64.
+// The project PRNG (common/xoshiro.h) with the generator's distributions.
 class Rng {
 public:
-    explicit Rng(uint64_t seed) {
-        for (auto& w : s_) w = splitmix64(seed);
-    }
+    explicit Rng(uint64_t seed) : x_(seed) {}
     // One independent stream per (seed, tensor, row): rows can be generated in any order and
     // on any thread with identical results.
     Rng(uint64_t seed, uint64_t tensor_hash, uint64_t row)
         : Rng(seed ^ splitmix_once(tensor_hash + 0x632be59bd9b4e019ull * (row + 1))) {}
 
-    uint64_t next() {
-        const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-        const uint64_t t = s_[1] << 17;
-        s_[2] ^= s_[0];
-        s_[3] ^= s_[1];
-        s_[1] ^= s_[2];
-        s_[0] ^= s_[3];
-        s_[2] ^= t;
-        s_[3] = rotl(s_[3], 45);
-        return result;
-    }
+    uint64_t next() { return x_.next(); }
 
     // Uniform integer in [0, n) (multiply-high; bias < n / 2^64, irrelevant here).
     uint32_t below(uint32_t n) { return uint32_t((unsigned __int128)next() * n >> 64); }
@@ -65,9 +48,8 @@ public:
     }
 
 private:
-    static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
     static uint64_t splitmix_once(uint64_t x) { return splitmix64(x); }
-    uint64_t s_[4];
+    Xoshiro256 x_;
 };
 
 }  // namespace ds4::gen
