@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The newcomer's first command: installs dependencies, builds, writes the embedded default
-# model (a small random DeepSeek-V4-architecture GGUF made by ds4-gguf-gen: NOT trained
-# weights) and runs the engine on it: prefill of a few token ids, then a greedy continuation.
-# Extra arguments go to ds4 (e.g. --no-qat, --threads 1, --inspect).
+# model and chats with it once: render, tokenize, prefill, sample, decode, detokenize.
+#
+# The default model (models/default.gguf) is a tiny DeepSeek-V4-architecture GGUF made by
+# ds4-gguf-gen with the REAL DeepSeek V4 tokenizer (129280 tokens) but RANDOM WEIGHTS: it is not
+# a trained model, so its answer is gibberish made of real tokens. It exists so the whole
+# pipeline runs without the 80 GB download; for real answers pass -m ds4flash.gguf.
+# Extra arguments go to ds4 (e.g. -p "other text", --temp 0, --threads 1, --think).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -10,8 +14,10 @@ cd "$root"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)" --target ds4 ds4-gguf-gen
 mkdir -p models
-[ -f models/default.gguf ] || ./build/bin/ds4-gguf-gen -q --preset tiny --seed 1 -o models/default.gguf
-echo "0 10 20 30 40 50 60 70" > models/default-prompt.ids
-echo "model: models/default.gguf (random weights; see README). Prompt token ids: $(cat models/default-prompt.ids)"
-echo "greedy continuation (token ids):"
-exec ./build/bin/ds4 -m models/default.gguf --token-ids models/default-prompt.ids -n 32 "$@"
+# Models written before the default carried the real vocabulary are replaced.
+if [ ! -f models/default.gguf ] || ! ./build/bin/ds4 -m models/default.gguf --dump-tokens --raw -p x >/dev/null 2>&1; then
+  ./build/bin/ds4-gguf-gen -q --preset tiny --real-vocab --type embd=q8_0 --type output=q8_0 \
+    --seed 1 -o models/default.gguf
+fi
+echo "model: models/default.gguf (tiny, real DeepSeek V4 vocabulary, RANDOM weights: not trained)" >&2
+exec ./build/bin/ds4 -m models/default.gguf -p "Hello! Who are you?" --nothink -n 32 "$@"

@@ -95,6 +95,7 @@ void Session::eval_chunk(const int32_t* tokens, int64_t n, float* logits, bool a
     if (log_) {
         log_->experts.resize(size_t(p0 + n));
         log_->indexer.resize(size_t(p0 + n));
+        log_->expert_margin.resize(size_t(p0 + n));
     }
 
     LayerContext ctx{c, model_, pool_, opt_, log_};

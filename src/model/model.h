@@ -53,6 +53,9 @@ struct DecisionLog {
     // Per position and ratio-4 layer: selected compressed rows (ascending), only when the
     // indexer had to choose (more visible rows than top-k).
     std::vector<std::vector<std::vector<int32_t>>> indexer;   // [pos][layer][...]
+    // How close each routed (non-hash) expert choice was: the biased score of the last chosen
+    // expert minus that of the best one left out (>= 0). NaN for hash layers.
+    std::vector<std::vector<float>> expert_margin;            // [pos][layer]
 };
 
 class Session {

@@ -3,6 +3,7 @@
 // shared expert with the asymmetric SwiGLU clamp.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "model/layer.h"
@@ -50,6 +51,7 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
     std::vector<float> prob(static_cast<size_t>(E)), F(static_cast<size_t>(D)), yk(static_cast<size_t>(D)), g, u;
     std::vector<int32_t> chosen(static_cast<size_t>(K)), order(static_cast<size_t>(E));
     for (int64_t t = 0; t < n; ++t) {
+        float margin = std::numeric_limits<float>::quiet_NaN();
         for (int64_t e = 0; e < E; ++e) prob[size_t(e)] = std::sqrt(softplus(logits[size_t(t * E + e)]));
         if (w.tid2eid) {  // hash layer: the token id picks the experts
             for (int64_t k = 0; k < K; ++k) chosen[size_t(k)] = w.tid2eid[int64_t(tokens[t]) * K + k];
@@ -60,6 +62,12 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
                 return biased(a) > biased(b) || (biased(a) == biased(b) && a < b);
             });
             std::copy(order.begin(), order.begin() + K, chosen.begin());
+            if (K < E) {
+                const int32_t next = *std::min_element(order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
+                    return biased(a) > biased(b);
+                });
+                margin = biased(order[size_t(K - 1)]) - biased(next);
+            }
         }
         float sum = 0.0f;
         for (int32_t e : chosen) sum += prob[size_t(e)];
@@ -80,6 +88,9 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
             auto& per_layer = ctx.log->experts[size_t(p0 + t)];
             per_layer.resize(c.n_layer);
             per_layer[size_t(w.index)] = chosen;
+            auto& margins = ctx.log->expert_margin[size_t(p0 + t)];
+            margins.resize(c.n_layer, std::numeric_limits<float>::quiet_NaN());
+            margins[size_t(w.index)] = margin;
         }
     }
 }

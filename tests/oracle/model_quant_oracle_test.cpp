@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ostream>
@@ -64,16 +65,48 @@ TEST_P(QuantOracle, NoFurtherFromPrefillThanTheOracleItself) {
     const Logits prefill = oracle_logits(dir, path, dir.file("ids.txt"), "prefill", V);
     const Logits decode = oracle_logits(dir, path, dir.file("ids.txt"), "decode", V);
 
+    model::DecisionLog log;
     auto run_ours = [&](quant::Isa isa) {
         quant::set_isa_cap(isa);
         model::Session s(*model, {.ctx = 512, .threads = 2, .prefill_chunk = 64, .qat = false});
+        log = {};
+        s.set_decision_log(&log);
         Logits out{V, int64_t(ids.size()), {}};
         s.eval(ids, &out.values, true);
         quant::set_isa_cap(quant::Isa::Avx512Vnni);
         return out;
     };
-    const Logits ours = run_ours(quant::best_isa());
     const Logits ours_scalar = run_ours(quant::Isa::Scalar);
+    const Logits ours = run_ours(quant::best_isa());  // log now holds the SIMD run's decisions
+
+    // The first routing decision (in position order) that differs from the oracle's prefill
+    // must be a close call in our scores: its margin among the smallest 5% of all margins.
+    const RunResult dump = run_command({binary("ds4-oracle"), "-m", path, "--token-ids", dir.file("ids.txt"),
+                                        "--out", dir.file("dump.f32"), "--mode", "prefill", "--threads", "1",
+                                        "--dump-experts", dir.file("experts.txt")});
+    ASSERT_EQ(dump.exit_code, 0) << dump.output;
+    const RouteDump ref_experts = load_route_dump(dir.file("experts.txt"));
+    std::vector<float> margins;
+    float first_flip_margin = -1;
+    int64_t first_flip_pos = -1;
+    for (size_t p = 0; p < log.experts.size(); ++p)
+        for (size_t l = 0; l < log.experts[p].size(); ++l) {
+            const float m = log.expert_margin[p][l];
+            if (!std::isnan(m)) margins.push_back(m);
+            if (first_flip_pos >= 0) continue;
+            auto it = ref_experts.find({int(l), int64_t(p)});
+            if (it == ref_experts.end()) continue;
+            std::vector<int32_t> a = it->second, b = log.experts[p][l];
+            std::sort(a.begin(), a.end());
+            std::sort(b.begin(), b.end());
+            if (a != b) first_flip_pos = int64_t(p), first_flip_margin = m;
+        }
+    std::sort(margins.begin(), margins.end());
+    const float q05 = margins.empty() ? 0.0f : margins[margins.size() / 20];
+    std::printf("  first expert flip: %s (margin %.3g; 5%% quantile of margins %.3g, median %.3g)\n",
+                first_flip_pos < 0 ? "none" : ("position " + std::to_string(first_flip_pos)).c_str(),
+                first_flip_margin, q05, margins.empty() ? 0.0f : margins[margins.size() / 2]);
+    if (first_flip_pos >= 0) EXPECT_LE(first_flip_margin, q05) << "a decision flipped that was not a near-tie";
     const CompareSummary self = compare_logits(prefill, decode, 1e-3);
     const CompareSummary us = compare_logits(prefill, ours, 1e-3);
     const CompareSummary order = compare_logits(ours_scalar, ours, 1e-3);

@@ -1,12 +1,16 @@
-// ds4: the DwarfStar command-line front end. Modes so far: --inspect, --token-ids, --dump-tokens.
+// ds4: the DwarfStar command-line front end. Modes so far: one-shot chat (-p / --prompt-file),
+// --inspect, --token-ids, --dump-tokens.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "eval.h"
+#include "generate.h"
 #include "inspect.h"
 #include "options.h"
 #include "tokens.h"
@@ -14,6 +18,19 @@
 namespace ds4::cli {
 
 ParseResult parse_options(int argc, char** argv) {
+    // Upstream spells the system prompt "-sys", which CLI11 cannot declare (short names are one
+    // character): rewrite it to its long form before parsing.
+    std::vector<std::string> args(argv, argv + argc);
+    for (size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--") break;
+        if (args[i] == "-sys") args[i] = "--system";
+        else if (args[i].rfind("-sys=", 0) == 0) args[i] = "--system=" + args[i].substr(5);
+    }
+    std::vector<char*> argv2;
+    for (auto& a : args) argv2.push_back(a.data());
+    argc = int(argv2.size());
+    argv = argv2.data();
+
     ParseResult r;
     Options& o = r.options;
     CLI::App app{"ds4: DeepSeek V4 Flash inference engine (DwarfStar C++)", "ds4"};
@@ -35,12 +52,14 @@ ParseResult parse_options(int argc, char** argv) {
                    "With --token-ids: write every position's logits, raw little-endian float32 "
                    "[n_tokens][n_vocab]")
         ->option_text("OUT")->group("Evaluation");
-    app.add_option("-n,--n-predict", o.n_predict, "Greedy continuation: print N more token ids")
-        ->check(CLI::NonNegativeNumber)->group("Evaluation");
-    app.add_option("--ctx", o.ctx, "Context size in tokens (default 4096)")
-        ->check(CLI::PositiveNumber)->group("Evaluation");
-    app.add_option("--threads", o.threads, "Threads (default: all cores)")
-        ->check(CLI::NonNegativeNumber)->group("Evaluation");
+    auto* n_opt = app.add_option("-n,--tokens,--n-predict", o.n_predict,
+                                 "Maximum new tokens (default: until EOS or the context is full); "
+                                 "with --token-ids: print N greedy continuation ids")
+                      ->check(CLI::NonNegativeNumber)->group("Prompt and sampling");
+    app.add_option("-c,--ctx", o.ctx, "Context size in tokens (default 4096)")
+        ->check(CLI::PositiveNumber)->group("Model and runtime");
+    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber)->group("Model and runtime");
     app.add_option("--prefill-chunk", o.prefill_chunk,
                    "Prefill chunk size in tokens (default 512; 1 = token-by-token decode)")
         ->check(CLI::PositiveNumber)->group("Evaluation");
@@ -51,6 +70,30 @@ ParseResult parse_options(int argc, char** argv) {
     auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
                             ->option_text("FILE");
     prompt->excludes(prompt_file);
+    // A later -p / -n overrides an earlier one (scripts append the user's arguments).
+    prompt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    n_opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.add_option("--system", o.system,
+                   "-sys TEXT: system prompt (default \"You are a helpful assistant\"; empty: none)")
+        ->option_text("TEXT")->group("Prompt and sampling");
+    bool think_f = false, nothink_f = false, think_max_f = false;
+    auto* think = app.add_flag("--think", think_f, "Thinking mode (the default)")->group("Prompt and sampling");
+    auto* nothink = app.add_flag("--nothink", nothink_f, "No thinking: the answer comes directly")
+                        ->group("Prompt and sampling");
+    auto* think_max = app.add_flag("--think-max", think_max_f,
+                                   "Think Max (needs --ctx >= 393216, else thinking as --think)")
+                          ->group("Prompt and sampling");
+    think->excludes(nothink)->excludes(think_max);
+    nothink->excludes(think_max);
+    app.add_option("--temp", o.temperature, "Temperature (default 1; 0: greedy)")
+        ->group("Prompt and sampling");
+    app.add_option("--top-p", o.top_p, "Top-p (default 1: off)")->group("Prompt and sampling");
+    app.add_option("--top-k", o.top_k, "Top-k (default 0: off)")->group("Prompt and sampling");
+    app.add_option("--min-p", o.min_p, "Min-p relative to the top token (default 0.05)")
+        ->group("Prompt and sampling");
+    uint64_t seed = 0;
+    auto* seed_opt = app.add_option("--seed", seed, "Sampling seed (default: random)")
+                         ->group("Prompt and sampling");
     bool dump_tokens = false;
     app.add_flag("--dump-tokens", dump_tokens,
                  "Print the prompt's token ids on one line, space-separated, then exit")
@@ -61,6 +104,7 @@ ParseResult parse_options(int argc, char** argv) {
         ->group("Diagnostics");
     app.footer(
         "Examples:\n"
+        "  ds4 -m models/default.gguf -p \"Hello\" --nothink -n 32\n"
         "  ds4 -m models/default.gguf --inspect\n"
         "  ds4 --inspect ds4flash.gguf\n"
         "  ds4 -m models/default.gguf --token-ids ids.txt --dump-logits-f32 logits.f32\n"
@@ -73,6 +117,11 @@ ParseResult parse_options(int argc, char** argv) {
         return r;
     }
     o.model_given = model->count() > 0;
+    o.n_given = n_opt->count() > 0;
+    if (seed_opt->count() > 0) o.seed = seed;
+    if (nothink->count() > 0) o.thinking = chat::ThinkingMode::Off;
+    if (think_max->count() > 0) o.thinking = chat::ThinkingMode::Max;
+    if (prompt->count() > 0 || prompt_file->count() > 0) o.mode = Mode::Generate;
     if (!o.token_ids.empty()) o.mode = Mode::EvalTokens;
     if (dump_tokens) o.mode = Mode::DumpTokens;
     if (!o.dump_logits.empty() && o.token_ids.empty()) {
@@ -117,11 +166,14 @@ int run(const Options& o) {
         case Mode::DumpTokens:
             require_model(o);
             return run_dump_tokens(o);
+        case Mode::Generate:
+            require_model(o);
+            return run_generate(o);
         case Mode::None:
             break;
     }
-    std::fprintf(stderr, "ds4: no mode given; so far --inspect and --token-ids are available "
-                         "(see --help)\n");
+    std::fprintf(stderr, "ds4: no prompt given: the interactive mode is not available yet; use "
+                         "-p TEXT or --prompt-file FILE (see --help)\n");
     return 2;
 }
 

@@ -2,12 +2,15 @@
 // -n, --ctx, --temp, ...) is one more field here and one more line in parse_options().
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
+#include "chat/render.h"
+
 namespace ds4::cli {
 
-enum class Mode { None, Inspect, EvalTokens, DumpTokens };
+enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate };
 
 struct Options {
     std::string model = "./ds4flash.gguf";  // -m/--model
@@ -17,7 +20,8 @@ struct Options {
     // Evaluation (--token-ids): the ids are evaluated as they are (no BOS, no template).
     std::string token_ids;        // --token-ids FILE
     std::string dump_logits;      // --dump-logits-f32 OUT: [n_tokens][n_vocab] little-endian f32
-    int n_predict = 0;            // -n N: greedy continuation after the ids
+    int n_predict = 0;            // -n N: --token-ids: greedy continuation ids; -p: max new tokens
+    bool n_given = false;         // -n was on the command line (-p without it: until EOS or full)
     int threads = 0;              // --threads (0: all cores)
     long long ctx = 4096;         // --ctx
     long long prefill_chunk = 512;  // --prefill-chunk (1 = token-by-token decode)
@@ -27,6 +31,15 @@ struct Options {
     std::string prompt;           // -p TEXT
     std::string prompt_file;      // --prompt-file FILE (exact bytes)
     bool raw = false;             // --raw: no BOS, no template; marker text is plain text
+
+    // One-turn chat (-p / --prompt-file, and --dump-tokens without --raw).
+    std::string system = "You are a helpful assistant";  // -sys TEXT (empty: no system message)
+    chat::ThinkingMode thinking = chat::ThinkingMode::High;  // --think / --nothink / --think-max
+    float temperature = 1.0f;     // --temp (<= 0: greedy)
+    float top_p = 1.0f;           // --top-p
+    int top_k = 0;                // --top-k (0: off)
+    float min_p = 0.05f;          // --min-p
+    std::optional<uint64_t> seed; // --seed (default: a random seed)
 };
 
 // Parses argv. Returns the options, or an exit code when parsing ends the run (--help

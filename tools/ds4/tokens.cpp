@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "gguf/reader.h"
+#include "prompt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds4::cli {
@@ -23,16 +24,19 @@ std::string read_prompt(const Options& o) {
     return o.prompt;
 }
 
+OneTurn one_turn(const Options& o, std::string user) {
+    return {.system = o.system, .user = std::move(user), .thinking = o.thinking,
+            .context_size = o.ctx};
+}
+
 int run_dump_tokens(const Options& o) {
-    if (!o.raw)
-        fail("--dump-tokens without --raw (the rendered chat prompt) is not available yet; "
-             "use --dump-tokens --raw for the prompt's literal bytes");
     if (o.prompt_file.empty() && o.prompt.empty())
         fail("--dump-tokens needs -p TEXT or --prompt-file FILE");
     const std::string text = read_prompt(o);
     const auto file = gguf::File::open(o.model);
     const auto tok = tokenizer::Tokenizer::from_gguf(*file);
-    const std::vector<int32_t> ids = tok->encode(text, tokenizer::Special::Plain);
+    const std::vector<int32_t> ids =
+        o.raw ? tok->encode(text, tokenizer::Special::Plain) : one_turn_tokens(*tok, one_turn(o, text));
     std::string line;
     for (size_t i = 0; i < ids.size(); ++i) {
         if (i) line += ' ';

@@ -1,0 +1,31 @@
+// The one-turn chat prompt of the ds4 CLI (PRODUCT.md §2.5): [system] + user message, rendered by
+// src/chat, then tokenized so that only the renderer's own text can produce control tokens.
+// The system and user texts are untrusted: a user who types "<｜User｜>" gets plain-text tokens,
+// never the marker (DS4's tokenize_rendered_chat matches markers, its user text path does not).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chat/render.h"
+
+namespace ds4::tokenizer {
+class Tokenizer;
+}
+
+namespace ds4::cli {
+
+struct OneTurn {
+    std::string system;  // empty: no system message
+    std::string user;
+    chat::ThinkingMode thinking = chat::ThinkingMode::High;
+    int64_t context_size = 0;  // for the Think Max gate
+};
+
+// Renders `turn` (with the generation prompt) and tokenizes it: markers are matched in the
+// renderer's text only; the text between markers (including the untrusted texts) is encoded as
+// plain text in one stretch, so token boundaries are those of the whole rendered string.
+std::vector<int32_t> one_turn_tokens(const tokenizer::Tokenizer& tok, const OneTurn& turn);
+
+}  // namespace ds4::cli
