@@ -104,4 +104,57 @@ inline double max_simd_error(TensorType t, std::initializer_list<int> f16_offset
     return worst;
 }
 
+// The format table entry: dot type Q8_K and a kernel for every ISA.
+inline void expect_ops_table(TensorType kType) {
+    const quant::FormatOps* ops = quant::format_ops(kType);
+    ASSERT_NE(ops, nullptr);
+    EXPECT_EQ(ops->type, kType);
+    EXPECT_EQ(ops->dot_type, TensorType::Q8_K);
+    EXPECT_NE(ops->dot[0], nullptr);
+    EXPECT_NE(ops->dot[1], nullptr);
+    EXPECT_NE(ops->dot[2], nullptr);
+}
+
+// Quantized weights x Q8_K activations on every supported ISA stay within 1% of sum|w x|
+// of the float dot of the dequantized weights.
+inline void expect_dot_approximates_float(TensorType kType) {
+    std::mt19937 rng(2);
+    std::normal_distribution<float> g(0.f, 1.f);
+    const int64_t n = 4096;
+    std::vector<float> w(n), x(n);
+    for (auto& v : w) v = g(rng);
+    for (auto& v : x) v = g(rng);
+    std::vector<uint8_t> wq(row_bytes(kType, n)), xq(row_bytes(TensorType::Q8_K, n));
+    quant::quantize_row(kType, w.data(), wq.data(), n);
+    quant::quantize_activation(TensorType::Q8_K, x.data(), xq.data(), n);
+    std::vector<float> wd(n);
+    quant::dequantize_row(kType, wq.data(), wd.data(), n);
+    double exact = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) exact += double(wd[i]) * x[i], mag += std::fabs(wd[i] * x[i]);
+    for (int isa = 0; isa < quant::kIsaCount; ++isa) {
+        if (!quant::isa_supported(quant::Isa(isa))) continue;
+        const float got = quant::dot_kernel(kType, quant::Isa(isa))(n, wq.data(), xq.data());
+        EXPECT_NEAR(got, exact, 0.01 * mag) << quant::isa_name(quant::Isa(isa));
+    }
+}
+
+inline std::vector<float> gaussian(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.f, 1.f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = g(rng);
+    return x;
+}
+
+// sqrt(sum w (y-x)^2 / sum w x^2), w = 1 when null.
+inline double rel_rmse(const std::vector<float>& x, const std::vector<float>& y, const float* w) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double wi = w ? w[i] : 1.0;
+        num += wi * (double(y[i]) - x[i]) * (double(y[i]) - x[i]);
+        den += wi * double(x[i]) * x[i];
+    }
+    return std::sqrt(num / den);
+}
+
 }  // namespace ds4::kiq_test
