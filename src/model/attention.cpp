@@ -14,24 +14,52 @@
 
 namespace ds4::model {
 
-Session::LayerState::LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx)
+Session::LayerState::LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx,
+                                int64_t slack)
     : ratio(w.ratio), window(c.window), head_dim(c.head_dim) {
-    raw.assign(size_t(window * head_dim), 0.0f);
+    // Slots beyond the context are never used: a ring as long as the context never wraps.
+    raw_slots = std::min<int64_t>(window + slack, std::max<int64_t>(window, ctx));
+    raw.assign(size_t(raw_slots * head_dim), 0.0f);
     if (ratio != 0) {
         comp.resize(size_t((ctx / ratio + 1) * head_dim));
-        compressor.init(w.compressor);
+        compressor.init(w.compressor, std::min(slack, ctx));
     }
     if (ratio == 4) {
         index_comp.resize(size_t((ctx / 4 + 1) * c.indexer_dim));
-        index_compressor.init(w.indexer_compressor);
+        index_compressor.init(w.indexer_compressor, std::min(slack, ctx));
     }
 }
 
 void Session::LayerState::reset() {
-    std::fill(raw.begin(), raw.end(), 0.0f);
     n_comp = n_index_comp = 0;
     if (ratio != 0) compressor.reset();
     if (ratio == 4) index_compressor.reset();
+}
+
+bool Session::LayerState::can_rewind(int64_t n, int64_t pos) const {
+    if (n < 0 || n > pos) return false;
+    // Raw rows n-window .. n-1 must not have been overwritten by positions up to pos-1.
+    if (n > 0 && std::max<int64_t>(0, n - window) < pos - raw_slots) return false;
+    if (ratio != 0 && !compressor.can_rewind(n)) return false;
+    if (ratio == 4 && !index_compressor.can_rewind(n)) return false;
+    return true;
+}
+
+int64_t Session::LayerState::bytes() const {
+    int64_t b = int64_t(sizeof(float) * (raw.size() + comp.size() + index_comp.size()));
+    if (ratio != 0) b += compressor.bytes();
+    if (ratio == 4) b += index_compressor.bytes();
+    return b;
+}
+
+void Session::LayerState::rewind(int64_t n) {
+    if (ratio == 0) return;
+    compressor.rewind(n);
+    n_comp = n / ratio;  // row i is complete once position (i+1)*ratio - 1 is fed
+    if (ratio == 4) {
+        index_compressor.rewind(n);
+        n_index_comp = n / 4;
+    }
 }
 
 std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, const float* scale,
@@ -161,7 +189,7 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     const int64_t crow = int64_t(w.compressor.coff) * Dh;  // compressor projection width
     for (int64_t t = 0; t < n; ++t) {
         const int64_t p = p0 + t;
-        std::memcpy(&s.raw[size_t((p % s.window) * Dh)], &kv[t * Dh], sizeof(float) * Dh);
+        std::memcpy(s.raw_row(p), &kv[t * Dh], sizeof(float) * Dh);
         if (w.ratio != 0 && s.compressor.push(p, &ck[t * crow], &cg[t * crow], pooled.data())) {
             float* row = &s.comp[size_t(s.n_comp * Dh)];
             std::memcpy(row, pooled.data(), sizeof(float) * Dh);
@@ -179,7 +207,7 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
 
         rows.clear();
         for (int64_t kp = std::max<int64_t>(0, p - s.window + 1); kp <= p; ++kp)
-            rows.push_back(&s.raw[size_t((kp % s.window) * Dh)]);
+            rows.push_back(s.raw_row(kp));
         if (w.ratio == 128) {
             for (int64_t r = 0; r < s.n_comp; ++r) rows.push_back(&s.comp[size_t(r * Dh)]);
         } else if (w.ratio == 4) {

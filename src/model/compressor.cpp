@@ -5,55 +5,62 @@
 #include <cstring>
 #include <limits>
 
+#include "common/error.h"
 #include "ops/norm.h"
 #include "ops/qat.h"
 
 namespace ds4::model {
 
-void CompressorState::init(const CompressorWeights& w) {
+void CompressorState::init(const CompressorWeights& w, int64_t slack) {
     ratio_ = w.ratio;
     width_ = w.width;
     coff_ = w.coff;
-    const int slots = coff_ == 2 ? 2 * ratio_ : ratio_;
-    kv_.assign(size_t(slots) * coff_ * width_, 0.0f);
-    score_.assign(kv_.size(), -std::numeric_limits<float>::infinity());
+    row_ = int64_t(coff_) * width_;
+    slots_ = int64_t(coff_ == 2 ? 2 * ratio_ : ratio_) + std::max<int64_t>(0, slack);
+    kv_.assign(size_t(slots_ * row_), 0.0f);
+    score_.assign(kv_.size(), 0.0f);
+    next_ = 0;
 }
 
-void CompressorState::reset() {
-    std::fill(kv_.begin(), kv_.end(), 0.0f);
-    std::fill(score_.begin(), score_.end(), -std::numeric_limits<float>::infinity());
+void CompressorState::reset() { next_ = 0; }
+
+int64_t CompressorState::first_needed(int64_t n) const {
+    const int64_t open = n / ratio_ * ratio_;  // first position of the window n falls in
+    return std::max<int64_t>(0, coff_ == 2 ? open - ratio_ : open);
+}
+
+bool CompressorState::can_rewind(int64_t n) const {
+    return n >= 0 && n <= next_ && (n == 0 || first_needed(n) >= next_ - slots_);
+}
+
+void CompressorState::rewind(int64_t n) {
+    if (!can_rewind(n)) fail("internal: compressor cannot rewind from {} to {}", next_, n);
+    next_ = n;
 }
 
 bool CompressorState::push(int64_t p, const float* k, const float* g, float* pooled) {
-    const int row = coff_ * width_;
-    const int slot = coff_ == 2 ? ratio_ + int(p % ratio_) : int(p % ratio_);
-    std::memcpy(&kv_[size_t(slot) * row], k, sizeof(float) * row);
-    std::memcpy(&score_[size_t(slot) * row], g, sizeof(float) * row);
+    if (p != next_) fail("internal: compressor fed position {}, expected {}", p, next_);
+    std::memcpy(&kv_[size_t(p % slots_) * row_], k, sizeof(float) * row_);
+    std::memcpy(&score_[size_t(p % slots_) * row_], g, sizeof(float) * row_);
+    next_ = p + 1;
     if ((p + 1) % ratio_ != 0) return false;
 
-    // Candidates per channel j: (slot, channel offset). Overlap: previous window's first half,
-    // then own window's second half; otherwise the window's single half.
-    const int n_cand = coff_ == 2 ? 2 * ratio_ : ratio_;
+    // Candidates per channel j, in position order: with overlap, the previous window's tokens
+    // (first halves; absent before position 0), then this window's (second halves); otherwise
+    // this window's single half.
+    const int64_t own = p + 1 - ratio_;
+    const int64_t from = coff_ == 2 ? std::max<int64_t>(0, own - ratio_) : own;
     for (int j = 0; j < width_; ++j) {
+        auto channel = [&](int64_t q) { return (coff_ == 2 && q >= own ? width_ : 0) + j; };
         float mx = -std::numeric_limits<float>::infinity();
-        for (int c = 0; c < n_cand; ++c) {
-            const int off = (coff_ == 2 && c >= ratio_) ? width_ : 0;
-            mx = std::max(mx, score_[size_t(c) * row + off + j]);
-        }
+        for (int64_t q = from; q <= p; ++q) mx = std::max(mx, score(q)[channel(q)]);
         float sum = 0.0f, acc = 0.0f;
-        for (int c = 0; c < n_cand; ++c) {
-            const int off = (coff_ == 2 && c >= ratio_) ? width_ : 0;
-            const float s = score_[size_t(c) * row + off + j];
-            if (s == -std::numeric_limits<float>::infinity()) continue;  // absent (window -1)
-            const float e = std::exp(s - mx);
+        for (int64_t q = from; q <= p; ++q) {
+            const float e = std::exp(score(q)[channel(q)] - mx);
             sum += e;
-            acc += e * kv_[size_t(c) * row + off + j];
+            acc += e * kv(q)[channel(q)];
         }
         pooled[j] = acc / sum;
-    }
-    if (coff_ == 2) {  // the current window becomes the previous one
-        std::memcpy(kv_.data(), &kv_[size_t(ratio_) * row], sizeof(float) * ratio_ * row);
-        std::memcpy(score_.data(), &score_[size_t(ratio_) * row], sizeof(float) * ratio_ * row);
     }
     return true;
 }

@@ -21,15 +21,31 @@ enum class CompressedRowQat { None, Fp8Nope, HadamardFp4 };
 
 class CompressorState {
 public:
-    void init(const CompressorWeights& w);
+    // `slack` extra token slots let rewind() go back up to `slack` positions without
+    // recomputation (the tokens a window needs are still in the ring).
+    void init(const CompressorWeights& w, int64_t slack = 0);
     void reset();
-    // Feeds token p's projections k, g ([coff*width], APE already added to g). Returns true
-    // when p completes a window, with the pooled (not yet normalised) row in pooled[width].
+    // Feeds token p's projections k, g ([coff*width], APE already added to g); p must be one
+    // past the last fed position. Returns true when p completes a window, with the pooled (not
+    // yet normalised) row in pooled[width].
     bool push(int64_t p, const float* k, const float* g, float* pooled);
+    // Whether the state after feeding positions 0..n-1 can be restored without refeeding:
+    // every token the windows open at n need is still in the ring.
+    bool can_rewind(int64_t n) const;
+    // Restores that state (requires can_rewind(n)).
+    void rewind(int64_t n);
+    int64_t bytes() const { return int64_t(sizeof(float) * (kv_.size() + score_.size())); }
 
 private:
+    int64_t first_needed(int64_t n) const;  // first position the open windows at n use
+    const float* kv(int64_t p) const { return &kv_[size_t(p % slots_) * row_]; }
+    const float* score(int64_t p) const { return &score_[size_t(p % slots_) * row_]; }
+
     int ratio_ = 0, width_ = 0, coff_ = 1;
-    // Ratio 4: slots 0..3 = previous window, 4..7 = current window; ratio r: slot p mod r.
+    int64_t row_ = 0, slots_ = 0;
+    int64_t next_ = 0;  // the next position to feed; the ring holds [next_ - slots_, next_)
+    // Per token projections, position p at slot p mod slots_: the current window (ratio 4:
+    // and the previous one, whose first halves it overlaps) plus `slack` older tokens.
     std::vector<float> kv_, score_;  // [slots][coff*width]
 };
 

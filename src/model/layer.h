@@ -14,12 +14,22 @@ namespace ds4::model {
 
 // Per-layer KV state (§4.1).
 struct Session::LayerState {
-    LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx);
+    // `slack`: how many positions rewind() can go back without recomputation.
+    LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx, int64_t slack);
     void reset();
+    // Whether the state after positions 0..n-1 is still recoverable from this one (n <= the
+    // positions fed so far), and the rewind itself: the raw ring and the compressor rings
+    // still hold what position n needs, and compressed rows past n are dropped.
+    bool can_rewind(int64_t n, int64_t pos) const;
+    void rewind(int64_t n);
+    int64_t bytes() const;
 
     int ratio = 0;
     int64_t window = 0, head_dim = 0;
-    std::vector<float> raw;             // [window][head_dim], position p at slot p mod window
+    int64_t raw_slots = 0;              // window + slack
+    const float* raw_row(int64_t p) const { return &raw[size_t((p % raw_slots) * head_dim)]; }
+    float* raw_row(int64_t p) { return &raw[size_t((p % raw_slots) * head_dim)]; }
+    std::vector<float> raw;             // [raw_slots][head_dim], position p at slot p mod raw_slots
     std::vector<float> comp;            // [rows][head_dim] attention compressed cache
     int64_t n_comp = 0;
     std::vector<float> index_comp;      // [rows][indexer_dim] indexer compressed cache (ratio 4)

@@ -43,16 +43,65 @@ Session::Session(const Model& model, SessionOptions opt)
     if (opt_.prefill_chunk <= 0) fail("prefill chunk {} must be positive", opt_.prefill_chunk);
     const ModelConfig& c = model.config();
     for (uint32_t il = 0; il < c.n_layer; ++il)
-        layers_.push_back(std::make_unique<LayerState>(c, model.weights().layers[il], opt_.ctx));
+        layers_.push_back(std::make_unique<LayerState>(c, model.weights().layers[il], opt_.ctx,
+                                                       std::max<int64_t>(0, opt_.rewind_slack)));
 }
 
 Session::~Session() = default;
 
+class Session::Snapshot {
+public:
+    const Model* model = nullptr;
+    std::vector<int32_t> tokens;
+    std::vector<LayerState> layers;
+};
+
+std::shared_ptr<const Session::Snapshot> Session::snapshot() const {
+    auto snap = std::make_shared<Snapshot>();
+    snap->model = &model_;
+    snap->tokens = tokens_;
+    for (const auto& l : layers_) snap->layers.push_back(*l);
+    return snap;
+}
+
+void Session::restore(const Snapshot& snap) {
+    if (snap.model != &model_ || snap.layers.size() != layers_.size() ||
+        (!layers_.empty() && snap.layers[0].raw.size() != layers_[0]->raw.size()))
+        fail("restore: the snapshot belongs to a session with another model or options");
+    tokens_ = snap.tokens;
+    for (size_t i = 0; i < layers_.size(); ++i) *layers_[i] = snap.layers[i];
+}
+
+int64_t Session::state_bytes() const {
+    int64_t bytes = 0;
+    for (const auto& l : layers_) bytes += l->bytes();
+    return bytes;
+}
+
+bool Session::can_rewind(int64_t n) const {
+    if (n < 0 || n > pos()) return false;
+    for (const auto& l : layers_)
+        if (!l->can_rewind(n, pos())) return false;
+    return true;
+}
+
+int64_t Session::common_prefix(const std::vector<int32_t>& tokens) const {
+    const size_t m = std::min(tokens.size(), tokens_.size());
+    size_t i = 0;
+    while (i < m && tokens[i] == tokens_[i]) ++i;
+    return int64_t(i);
+}
+
 void Session::truncate(int64_t n) {
     if (n < 0 || n > pos()) fail("cannot truncate a session of {} tokens to {}", pos(), n);
     if (n == pos()) return;
-    // The compressor state of an earlier position is not kept, so the kept prefix is
-    // recomputed (exactly the state a fresh run leaves).
+    if (can_rewind(n)) {
+        for (auto& l : layers_) l->rewind(n);
+        tokens_.resize(size_t(n));
+        return;
+    }
+    // Too far back for the rings: recompute the kept prefix (exactly the state a fresh run
+    // leaves).
     std::vector<int32_t> keep(tokens_.begin(), tokens_.begin() + n);
     tokens_.clear();
     for (auto& l : layers_) l->reset();

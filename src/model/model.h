@@ -44,6 +44,9 @@ struct SessionOptions {
     int threads = 1;
     int64_t prefill_chunk = 512;  // tokens per batch in eval(); 1 = token-by-token decode
     bool qat = true;             // FP8 KV / FP4 indexer simulations (off to match llama.cpp)
+    // truncate() back by up to this many positions is O(1): the raw window and compressor
+    // rings keep that many extra positions. Farther rewinds recompute the kept prefix.
+    int64_t rewind_slack = 512;
 };
 
 // Optional record of the discrete decisions, for comparison with the oracle.
@@ -68,13 +71,27 @@ public:
     void eval(const std::vector<int32_t>& tokens, std::vector<float>* logits,
               bool all_logits = false);
     // Forgets everything from position n on (n <= pos()); the state equals a fresh run over
-    // the first n tokens.
+    // the first n tokens. Cheap within options().rewind_slack positions (see can_rewind), a
+    // recomputation of the kept prefix otherwise.
     void truncate(int64_t n);
     void reset() { truncate(0); }
+    // Whether truncate(n) is a cheap rewind (no recomputation).
+    bool can_rewind(int64_t n) const;
+    // The longest prefix of `tokens` this session already holds.
+    int64_t common_prefix(const std::vector<int32_t>& tokens) const;
+
+    // A full copy of the KV state (memory: the whole state), to come back to later, e.g. after
+    // a decode probe. restore() requires a snapshot of a session over the same model and
+    // options.
+    class Snapshot;
+    std::shared_ptr<const Snapshot> snapshot() const;
+    void restore(const Snapshot& snap);
 
     int64_t pos() const { return int64_t(tokens_.size()); }
     const std::vector<int32_t>& tokens() const { return tokens_; }
     const SessionOptions& options() const { return opt_; }
+    // Bytes of KV state this session holds (raw rings, compressed caches, compressor rings).
+    int64_t state_bytes() const;
     void set_decision_log(DecisionLog* log) { log_ = log; }
 
     struct LayerState;

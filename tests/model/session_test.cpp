@@ -61,24 +61,73 @@ TEST(Session, OneThreadEqualsTwo) {
     EXPECT_EQ(a.values, b.values);
 }
 
+// Truncation back to n after a thrown-away continuation, then the real continuation: its
+// logits must equal a fresh run's bit for bit, whether the rewind is cheap (within the rings'
+// slack) or recomputes the prefix. The targets sit on and around the ratio-4 and ratio-128
+// window boundaries and the raw window's length.
 TEST(Session, TruncateThenContinueEqualsAFreshRun) {
     auto m = Model::load(tiny_model());
-    const auto ids = oracle::random_token_ids(260, m->config().n_vocab, 7);
-    const auto other = oracle::random_token_ids(80, m->config().n_vocab, 8);
-    Session s(*m, {.ctx = 512, .threads = 2, .prefill_chunk = 32});
-    // A first continuation that gets thrown away, then the real one after truncation.
-    s.eval(std::vector<int32_t>(ids.begin(), ids.begin() + 131), nullptr);
-    s.eval(other, nullptr);
-    s.truncate(131);
-    EXPECT_EQ(s.pos(), 131);
-    std::vector<float> tail;
-    s.eval(std::vector<int32_t>(ids.begin() + 131, ids.end()), &tail, /*all_logits=*/true);
-
-    const Logits fresh = run(*m, ids, {.ctx = 512, .threads = 2, .prefill_chunk = 32});
     const int64_t V = m->config().n_vocab;
-    ASSERT_EQ(tail.size(), size_t(129 * V));
+    const auto ids = oracle::random_token_ids(420, V, 7);
+    const auto other = oracle::random_token_ids(300, V, 8);
+    const SessionOptions opt{.ctx = 1024, .threads = 2, .prefill_chunk = 32, .rewind_slack = 100};
+    const Logits fresh = run(*m, ids, opt);
+
+    struct Case { int64_t n, thrown; bool cheap; };
+    const Case cases[] = {{131, 80, true},  {128, 1, true},   {127, 5, true},  {256, 100, true},
+                          {255, 97, true},  {3, 40, true},    {0, 30, true},   {131, 101, false},
+                          {200, 300, false}, {129, 250, false}};
+    for (const Case& c : cases) {
+        Session s(*m, opt);
+        if (c.n > 0) s.eval(std::vector<int32_t>(ids.begin(), ids.begin() + c.n), nullptr);
+        s.eval(std::vector<int32_t>(other.begin(), other.begin() + c.thrown), nullptr);
+        EXPECT_EQ(s.can_rewind(c.n), c.cheap) << "n " << c.n << " thrown " << c.thrown;
+        s.truncate(c.n);
+        EXPECT_EQ(s.pos(), c.n);
+        std::vector<float> tail;
+        const int64_t more = 150;
+        s.eval(std::vector<int32_t>(ids.begin() + c.n, ids.begin() + c.n + more), &tail,
+               /*all_logits=*/true);
+        ASSERT_EQ(tail.size(), size_t(more * V));
+        for (int64_t i = 0; i < int64_t(tail.size()); ++i)
+            ASSERT_EQ(tail[size_t(i)], fresh.values[size_t(c.n * V + i)])
+                << "n " << c.n << " thrown " << c.thrown << ": at value " << i;
+    }
+}
+
+TEST(Session, SnapshotRestoreComesBackExactly) {
+    auto m = Model::load(tiny_model());
+    const int64_t V = m->config().n_vocab;
+    const auto ids = oracle::random_token_ids(300, V, 10);
+    const SessionOptions opt{.ctx = 1024, .threads = 2, .prefill_chunk = 64, .rewind_slack = 0};
+    const Logits fresh = run(*m, ids, opt);
+
+    Session s(*m, opt);
+    s.eval(std::vector<int32_t>(ids.begin(), ids.begin() + 140), nullptr);
+    const auto snap = s.snapshot();
+    EXPECT_GT(s.state_bytes(), 0);
+    // A decode probe far beyond any slack, then back.
+    std::vector<float> logits;
+    for (int32_t t : oracle::random_token_ids(200, V, 11)) s.eval({t}, &logits);
+    s.restore(*snap);
+    EXPECT_EQ(s.pos(), 140);
+    std::vector<float> tail;
+    s.eval(std::vector<int32_t>(ids.begin() + 140, ids.end()), &tail, /*all_logits=*/true);
     for (int64_t i = 0; i < int64_t(tail.size()); ++i)
-        ASSERT_EQ(tail[size_t(i)], fresh.values[size_t(131 * V + i)]) << "at value " << i;
+        ASSERT_EQ(tail[size_t(i)], fresh.values[size_t(140 * V + i)]) << "at value " << i;
+
+    Session other(*m, {.ctx = 512});
+    EXPECT_THROW(other.restore(*snap), Error) << "a snapshot of different options restored";
+}
+
+TEST(Session, CommonPrefix) {
+    auto m = Model::load(tiny_model());
+    Session s(*m, {.ctx = 64});
+    s.eval({5, 6, 7, 8}, nullptr);
+    EXPECT_EQ(s.common_prefix({5, 6, 9}), 2);
+    EXPECT_EQ(s.common_prefix({5, 6, 7, 8, 9}), 4);
+    EXPECT_EQ(s.common_prefix({}), 0);
+    EXPECT_EQ(s.common_prefix({1}), 0);
 }
 
 TEST(Session, QatSimulationKeepsLogitsFiniteAndClose) {
