@@ -11,6 +11,26 @@ namespace ds4::chat {
 
 using ojson = nlohmann::ordered_json;
 
+namespace {
+
+// The prompt under construction: renderer text is trusted, text from the messages and tools is
+// not (its marker look-alikes must stay plain text when tokenized).
+struct Builder {
+    RenderedPrompt p;
+    void t(std::string_view s) { p.text += s; }
+    void u(std::string_view s) {
+        if (s.empty()) return;
+        p.untrusted.push_back({p.text.size(), s.size()});
+        p.text += s;
+    }
+    void append(const Builder& b) {
+        for (const TextSpan& sp : b.p.untrusted) p.untrusted.push_back({p.text.size() + sp.offset, sp.length});
+        p.text += b.p.text;
+    }
+};
+
+}  // namespace
+
 const std::string_view kThinkMaxPrefix =
     "Reasoning Effort: Absolute maximum with no shortcuts permitted.\n"
     "You MUST be very thorough in your thinking and comprehensively decompose the problem to "
@@ -33,11 +53,11 @@ static ojson parse_json(const std::string& text, const char* what) {
     }
 }
 
-std::string render_tools_block(const std::string& tools_json) {
+static void tools_block(Builder& b, const std::string& tools_json) {
     const ojson tools = parse_json(tools_json, "tools");
     if (!tools.is_array()) fail("chat: tools must be a JSON array, found {}", tools.type_name());
     const std::string d(kDsml);
-    std::string out =
+    b.t(
         "## Tools\n\nYou have access to a set of tools to help answer the user's question. You "
         "can invoke tools by writing a \"<" + d + "tool_calls>\" block like the following:\n\n"
         "<" + d + "tool_calls>\n<" + d + "invoke name=\"$TOOL_NAME\">\n<" + d +
@@ -50,16 +70,21 @@ std::string render_tools_block(const std::string& tools_json) {
         "If thinking_mode is enabled (triggered by <think>), you MUST output your complete "
         "reasoning inside <think>...</think> BEFORE any tool calls or final response.\n\n"
         "Otherwise, output directly after </think> with tool calls or final response.\n\n"
-        "### Available Tool Schemas\n\n";
+        "### Available Tool Schemas\n\n");
     for (const auto& tool : tools) {
         // The template lists only entries of type "function"; others are skipped silently.
         if (!tool.is_object() || tool.value("type", std::string()) != "function") continue;
-        out += python_style(tool.contains("function") ? tool.at("function") : ojson());
-        out += '\n';
+        b.u(python_style(tool.contains("function") ? tool.at("function") : ojson()));
+        b.t("\n");
     }
-    out += "\nYou MUST strictly follow the above defined tool name and parameter schemas to "
-           "invoke tool calls.\n";
-    return out;
+    b.t("\nYou MUST strictly follow the above defined tool name and parameter schemas to "
+        "invoke tool calls.\n");
+}
+
+std::string render_tools_block(const std::string& tools_json) {
+    Builder b;
+    tools_block(b, tools_json);
+    return std::move(b.p.text);
 }
 
 static bool has_tools(const std::string& tools_json) {
@@ -69,9 +94,11 @@ static bool has_tools(const std::string& tools_json) {
     return !tools.empty();  // the template tests `tools` for truthiness: [] means no tools
 }
 
-static void render_one_call(std::string& out, const ToolCall& call) {
+static void render_one_call(Builder& b, const ToolCall& call) {
     const std::string d(kDsml);
-    out += "<" + d + "invoke name=\"" + call.name + "\">\n";
+    b.t("<" + d + "invoke name=\"");
+    b.u(call.name);
+    b.t("\">\n");
     ojson args = ojson::object();
     const bool blank = call.arguments.find_first_not_of(" \t\r\n") == std::string::npos;
     if (!blank) {
@@ -82,22 +109,28 @@ static void render_one_call(std::string& out, const ToolCall& call) {
     }
     for (auto it = args.begin(); it != args.end(); ++it) {
         const bool is_string = it.value().is_string();
-        out += "<" + d + "parameter name=\"" + it.key() + "\" string=\"" +
-               (is_string ? "true" : "false") + "\">";
-        out += is_string ? it.value().get_ref<const std::string&>() : python_style(it.value());
-        out += "</" + d + "parameter>\n";
+        b.t("<" + d + "parameter name=\"");
+        b.u(it.key());
+        b.t(std::string("\" string=\"") + (is_string ? "true" : "false") + "\">");
+        b.u(is_string ? it.value().get_ref<const std::string&>() : python_style(it.value()));
+        b.t("</" + d + "parameter>\n");
     }
-    if (args.empty()) out += '\n';  // official format: an empty line between the invoke tags
-    out += "</" + d + "invoke>\n";
+    if (args.empty()) b.t("\n");  // official format: an empty line between the invoke tags
+    b.t("</" + d + "invoke>\n");
+}
+
+static void tool_calls_block(Builder& b, const std::vector<ToolCall>& calls) {
+    if (calls.empty()) return;
+    const std::string d(kDsml);
+    b.t("\n\n<" + d + "tool_calls>\n");
+    for (const auto& call : calls) render_one_call(b, call);
+    b.t("</" + d + "tool_calls>");
 }
 
 std::string render_tool_calls(const std::vector<ToolCall>& calls) {
-    if (calls.empty()) return {};
-    const std::string d(kDsml);
-    std::string out = "\n\n<" + d + "tool_calls>\n";
-    for (const auto& call : calls) render_one_call(out, call);
-    out += "</" + d + "tool_calls>";
-    return out;
+    Builder b;
+    tool_calls_block(b, calls);
+    return std::move(b.p.text);
 }
 
 // llama.cpp renders consecutive tool results in the order of the preceding assistant message's
@@ -147,34 +180,35 @@ static std::vector<const Message*> order_tool_results(const std::vector<Message>
     return out;
 }
 
-std::string render(const std::vector<Message>& messages, const RenderOptions& options) {
+RenderedPrompt render_prompt(const std::vector<Message>& messages, const RenderOptions& options) {
     const ThinkingMode mode = effective_thinking(options.thinking, options.context_size);
     const bool thinking = mode != ThinkingMode::Off;
     const bool tools = has_tools(options.tools_json);
 
     // System area: every system message (wherever it stands) joined with "\n\n", then tools.
-    std::string system;
+    Builder system;
     bool first_system = true;
     for (const auto& m : messages) {
         if (m.role != Role::System) continue;
-        if (!first_system) system += "\n\n";
-        system += m.content;
+        if (!first_system) system.t("\n\n");
+        system.u(m.content);
         first_system = false;
     }
     if (tools) {
-        if (!system.empty()) system += "\n\n";
-        system += render_tools_block(options.tools_json);
+        if (!system.p.text.empty()) system.t("\n\n");
+        tools_block(system, options.tools_json);
     }
     if (!options.response_format_json.empty()) {
         const ojson schema = parse_json(options.response_format_json, "response_format");
-        if (!system.empty()) system += "\n\n";
-        system += "## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n";
-        system += python_style(schema);
+        if (!system.p.text.empty()) system.t("\n\n");
+        system.t("## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n");
+        system.u(python_style(schema));
     }
 
-    std::string out(kBos);
-    if (!messages.empty() && mode == ThinkingMode::Max) out += kThinkMaxPrefix;
-    out += system;
+    Builder out;
+    out.t(kBos);
+    if (!messages.empty() && mode == ThinkingMode::Max) out.t(kThinkMaxPrefix);
+    out.append(system);
 
     const std::vector<const Message*> ordered = order_tool_results(messages);
     // Reasoning is kept after the last user-side message; tool results count as user-side.
@@ -194,37 +228,43 @@ std::string render(const std::vector<Message>& messages, const RenderOptions& op
             case Role::User:
             case Role::Developer:
             case Role::Tool:
-                out += in_user ? std::string_view("\n\n") : kUser;
+                out.t(in_user ? std::string_view("\n\n") : kUser);
                 in_user = true;
                 if (m.role == Role::Tool) {
-                    out += "<tool_result>" + m.content + "</tool_result>";
+                    out.t("<tool_result>");
+                    out.u(m.content);
+                    out.t("</tool_result>");
                 } else {
-                    out += m.content;
+                    out.u(m.content);
                 }
                 break;
             case Role::Assistant: {
                 in_user = false;
-                out += kAssistant;
+                out.t(kAssistant);
                 const bool after_last_user = ptrdiff_t(i) > last_user;
                 const bool keep = thinking && (!options.drop_thinking || tools || after_last_user ||
                                                has_tool_results);
                 if (keep) {
-                    out += kThinkStart;
-                    out += m.reasoning;
+                    out.t(kThinkStart);
+                    out.u(m.reasoning);
                 }
-                out += kThinkEnd;
-                out += m.content;
-                out += render_tool_calls(m.tool_calls);
-                out += kEos;
+                out.t(kThinkEnd);
+                out.u(m.content);
+                tool_calls_block(out, m.tool_calls);
+                out.t(kEos);
                 break;
             }
         }
     }
     if (options.add_generation_prompt) {
-        out += kAssistant;
-        out += thinking ? kThinkStart : kThinkEnd;
+        out.t(kAssistant);
+        out.t(thinking ? kThinkStart : kThinkEnd);
     }
-    return out;
+    return std::move(out.p);
+}
+
+std::string render(const std::vector<Message>& messages, const RenderOptions& options) {
+    return render_prompt(messages, options).text;
 }
 
 }  // namespace ds4::chat

@@ -44,10 +44,22 @@ struct RenderOptions {
     bool drop_thinking = true;         // false keeps every turn's reasoning (thinking mode)
 };
 
+// A rendered prompt: the text, and which byte ranges of it came from the messages or the tools
+// (untrusted: marker look-alikes there are plain text; see chat/prompt_tokens.h).
+struct TextSpan {
+    size_t offset, length;
+};
+struct RenderedPrompt {
+    std::string text;
+    std::vector<TextSpan> untrusted;  // ascending, non-overlapping
+};
+
 // Throws ds4::Error when tools_json / response_format_json is not valid JSON or tools_json is
 // not an array. Tool-call arguments that are not a JSON object are rendered as one string
 // parameter named "arguments" (what the official encoder does).
 std::string render(const std::vector<Message>& messages, const RenderOptions& options);
+// The same text, with its untrusted spans.
+RenderedPrompt render_prompt(const std::vector<Message>& messages, const RenderOptions& options);
 
 // The DSML block for an assistant's tool calls, starting with "\n\n<｜DSML｜tool_calls>\n"
 // and ending with "</｜DSML｜tool_calls>" (no EOS). Empty when calls is empty.

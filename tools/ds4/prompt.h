@@ -23,9 +23,8 @@ struct OneTurn {
     int64_t context_size = 0;  // for the Think Max gate
 };
 
-// Renders `turn` (with the generation prompt) and tokenizes it: markers are matched in the
-// renderer's text only; the text between markers (including the untrusted texts) is encoded as
-// plain text in one stretch, so token boundaries are those of the whole rendered string.
+// Renders `turn` (with the generation prompt) and tokenizes it (chat/prompt_tokens.h): markers
+// are matched in the renderer's text only, never in the system or user text.
 std::vector<int32_t> one_turn_tokens(const tokenizer::Tokenizer& tok, const OneTurn& turn);
 
 }  // namespace ds4::cli
