@@ -1,0 +1,97 @@
+// One live timeline over a loaded model, as the CLI's chat loop and the server drive it
+// (PRODUCT.md §3.1 "Session API"): sync() makes the session hold a given token sequence,
+// reusing the longest common prefix it already holds and evaluating only the rest; generate()
+// samples, reports and evaluates tokens until a stop. Not thread-safe: one caller at a time.
+//
+//   Engine e(model, tok, {.ctx = 8192, .threads = 2});
+//   e.sync(prompt_ids);                              // prefill (only the new suffix)
+//   e.generate(opts, [&](int32_t id) { ...; return true; });
+//   transcript = prompt_ids + generated ids; next turn: e.sync(transcript + new turn)
+//
+// After generate() the session holds the prompt and a prefix of the emitted tokens (usually all
+// but the last); the next sync() with the whole transcript evaluates whatever it lacks, plus
+// the turn's closing EOS when the caller puts it in the sequence.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/model.h"
+#include "sampling/sampler.h"
+
+namespace ds4::tokenizer {
+class Tokenizer;
+}
+
+namespace ds4::engine {
+
+// Called after each prefill chunk with (evaluated so far, total to evaluate).
+using Progress = std::function<void(int64_t done, int64_t total)>;
+
+struct SyncResult {
+    int64_t reused = 0;     // positions kept from the live session
+    int64_t evaluated = 0;  // positions evaluated now
+    double seconds = 0;     // time spent evaluating
+    bool cancelled = false; // stopped between chunks; the session holds a prefix of the prompt
+};
+
+enum class StopReason {
+    Eos,          // the model produced end-of-sentence (not reported to on_token)
+    Length,       // max_tokens emitted
+    ContextFull,  // no room for another position
+    Cancelled,    // *cancel became true
+    Caller,       // on_token returned false
+    ForcedEnd,    // the forced sequence was used up (test hook)
+};
+const char* to_string(StopReason r);
+
+struct GenerateOptions {
+    sampling::SamplerParams sampling;
+    int64_t max_tokens = INT64_MAX;
+    const std::atomic<bool>* cancel = nullptr;
+    // Test hook: emit exactly these ids instead of sampling (then stop with ForcedEnd); the
+    // model still evaluates them, so timings and the KV state are real.
+    const std::vector<int32_t>* forced = nullptr;
+};
+
+struct GenerateResult {
+    StopReason reason = StopReason::Eos;
+    int64_t emitted = 0;
+    double seconds = 0;  // from the first sample to the stop
+};
+
+class Engine {
+public:
+    Engine(const model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt);
+
+    // Makes the session hold exactly `tokens` (non-empty, shorter than the context) with the
+    // logits of its last position ready for generate(). Chunks of options().prefill_chunk;
+    // `progress` after each, `cancel` checked between them. Throws ds4::Error when the
+    // sequence does not fit the context or holds an invalid id (the session is then unchanged
+    // or holds a prefix of `tokens`).
+    SyncResult sync(const std::vector<int32_t>& tokens, const Progress& progress = {},
+                    const std::atomic<bool>* cancel = nullptr);
+
+    // Samples from the ready logits, reports each id to on_token (return false to stop after
+    // it), evaluates it and samples again, until a StopReason. Requires a sync() first.
+    GenerateResult generate(const GenerateOptions& opt, const std::function<bool(int32_t)>& on_token);
+
+    // The positions the session holds, and its context size.
+    int64_t pos() const { return session_.pos(); }
+    int64_t ctx() const { return session_.options().ctx; }
+    const std::vector<int32_t>& tokens() const { return session_.tokens(); }
+    model::Session& session() { return session_; }
+    const model::Model& model() const { return model_; }
+    const tokenizer::Tokenizer& tokenizer() const { return tok_; }
+
+private:
+    const model::Model& model_;
+    const tokenizer::Tokenizer& tok_;
+    model::Session session_;
+    std::vector<float> logits_;  // next-token logits after the session's last position...
+    int64_t logits_pos_ = -1;    // ...when pos() == logits_pos_ (-1: none)
+};
+
+}  // namespace ds4::engine

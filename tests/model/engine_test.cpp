@@ -1,0 +1,172 @@
+// engine::Engine on a generated tiny model: sync() reuses the live prefix and evaluates only
+// the rest, with logits equal to a fresh run's; generate() stops for each reason and leaves a
+// session that the next sync() completes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "gguf/reader.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+#include "tool_run.h"
+
+namespace ds4::engine {
+namespace {
+
+class EngineTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new oracle::TempDir;
+        const std::string p = dir_->file("tiny.gguf");
+        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "--preset", "tiny",
+                                            "--real-vocab", "--indexer-heads", "16", "-o", p});
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+        model_ = model::Model::load(p).release();
+        tok_ = tokenizer::Tokenizer::from_gguf(model_->file()).release();
+    }
+    static void TearDownTestSuite() {
+        delete tok_;
+        delete model_;
+        delete dir_;
+    }
+    static std::vector<int32_t> ids(size_t n, uint64_t seed) {
+        // Avoid EOS so forced/greedy runs are not cut short by chance.
+        auto v = oracle::random_token_ids(n, model_->config().n_vocab, seed);
+        for (auto& t : v)
+            if (t == tok_->special().eos) t = 1;
+        return v;
+    }
+    // Greedy next token after `prefix`, from a fresh session.
+    static int32_t fresh_argmax(const std::vector<int32_t>& prefix) {
+        model::Session s(*model_, {.ctx = 1024, .threads = 2});
+        std::vector<float> logits;
+        s.eval(prefix, &logits);
+        return sampling::argmax(logits);
+    }
+    static Engine make() { return Engine(*model_, *tok_, {.ctx = 1024, .threads = 2, .prefill_chunk = 64}); }
+
+    static oracle::TempDir* dir_;
+    static model::Model* model_;
+    static tokenizer::Tokenizer* tok_;
+};
+oracle::TempDir* EngineTest::dir_ = nullptr;
+model::Model* EngineTest::model_ = nullptr;
+tokenizer::Tokenizer* EngineTest::tok_ = nullptr;
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+TEST_F(EngineTest, SyncReusesTheLivePrefix) {
+    Engine e = make();
+    const auto a = ids(150, 1), b = ids(40, 2), c = ids(30, 3);
+    auto r = e.sync(a);
+    EXPECT_EQ(r.reused, 0);
+    EXPECT_EQ(r.evaluated, 150);
+    r = e.sync(concat(a, b));  // a follow-up turn: only the suffix
+    EXPECT_EQ(r.reused, 150);
+    EXPECT_EQ(r.evaluated, 40);
+    r = e.sync(concat(a, b));  // nothing new
+    EXPECT_EQ(r.evaluated, 0);
+    r = e.sync(concat(a, c));  // diverges after a: rewinds, evaluates c
+    EXPECT_EQ(r.reused, 150);
+    EXPECT_EQ(r.evaluated, 30);
+    r = e.sync(a);             // a prefix of what is held: the last position is evaluated again
+    EXPECT_EQ(r.reused, 149);
+    EXPECT_EQ(r.evaluated, 1);
+
+    // The ready logits are those of a fresh run over the same tokens.
+    int32_t got = -1;
+    e.generate({.sampling = {.temperature = 0}, .max_tokens = 1}, [&](int32_t id) {
+        got = id;
+        return true;
+    });
+    EXPECT_EQ(got, fresh_argmax(a));
+}
+
+TEST_F(EngineTest, GreedyGenerationEqualsFreshArgmaxes) {
+    Engine e = make();
+    auto transcript = ids(60, 4);
+    e.sync(transcript);
+    std::vector<int32_t> out;
+    const auto r = e.generate({.sampling = {.temperature = 0}, .max_tokens = 6}, [&](int32_t id) {
+        out.push_back(id);
+        return true;
+    });
+    EXPECT_EQ(r.reason, StopReason::Length);
+    ASSERT_EQ(r.emitted, 6);
+    for (int32_t id : out) {
+        if (id == tok_->special().eos) break;
+        EXPECT_EQ(id, fresh_argmax(transcript));
+        transcript.push_back(id);
+    }
+    // The next turn: the whole transcript plus new tokens; only what the session lacks is
+    // evaluated (the last emitted token and the new ones).
+    const auto more = ids(10, 5);
+    const auto s = e.sync(concat(transcript, more));
+    EXPECT_EQ(s.reused, int64_t(transcript.size()) - 1);
+    EXPECT_EQ(s.evaluated, 11);
+}
+
+TEST_F(EngineTest, StopReasons) {
+    Engine e = make();
+    const auto prompt = ids(20, 6);
+    e.sync(prompt);
+    const std::vector<int32_t> forced = {5, 6, 7};
+    std::vector<int32_t> out;
+    auto keep = [&](int32_t id) { out.push_back(id); return true; };
+    auto r = e.generate({.forced = &forced}, keep);
+    EXPECT_EQ(r.reason, StopReason::ForcedEnd);
+    EXPECT_EQ(out, forced);
+
+    const std::vector<int32_t> with_eos = {9, tok_->special().eos, 10};
+    e.sync(prompt);
+    out.clear();
+    r = e.generate({.forced = &with_eos}, keep);
+    EXPECT_EQ(r.reason, StopReason::Eos);
+    EXPECT_EQ(out, std::vector<int32_t>{9});
+
+    e.sync(prompt);
+    r = e.generate({.forced = &forced}, [&](int32_t) { return false; });
+    EXPECT_EQ(r.reason, StopReason::Caller);
+    EXPECT_EQ(r.emitted, 1);
+
+    std::atomic<bool> cancel{true};
+    e.sync(prompt);
+    r = e.generate({.cancel = &cancel, .forced = &forced}, keep);
+    EXPECT_EQ(r.reason, StopReason::Cancelled);
+    EXPECT_EQ(r.emitted, 0);
+
+    // A context that holds the prompt and two more positions.
+    Engine small(*model_, *tok_, {.ctx = 23, .threads = 1});
+    small.sync(prompt);
+    const std::vector<int32_t> many(10, 5);
+    r = small.generate({.forced = &many}, [](int32_t) { return true; });
+    EXPECT_EQ(r.reason, StopReason::ContextFull);
+    EXPECT_EQ(r.emitted, 3);  // positions 20, 21, 22
+}
+
+TEST_F(EngineTest, BadRequests) {
+    Engine e = make();
+    EXPECT_THROW(e.sync({}), Error);
+    EXPECT_THROW(e.sync(ids(1024, 7)), Error);  // no room for a reply
+    EXPECT_THROW(e.sync({-3}), Error);
+    EXPECT_EQ(e.pos(), 0);
+    EXPECT_THROW(e.generate({}, [](int32_t) { return true; }), Error);  // no sync yet
+
+    // Cancelled between chunks: a prefix of the prompt is held, and a later sync completes it.
+    std::atomic<bool> cancel{false};
+    const auto p = ids(200, 8);
+    const auto r = e.sync(p, [&](int64_t done, int64_t) { if (done >= 64) cancel = true; }, &cancel);
+    EXPECT_TRUE(r.cancelled);
+    EXPECT_EQ(e.pos(), 64);
+    EXPECT_EQ(e.sync(p).evaluated, 136);
+}
+
+}  // namespace
+}  // namespace ds4::engine
