@@ -13,3 +13,14 @@ namespace ds4::cli {
 int run_generate(const Options& o);
 
 }  // namespace ds4::cli
+
+#include <random>
+
+#include "sampling/sampler.h"
+
+namespace ds4::cli {
+// Shared with the interactive chat: --threads (0: all cores) and the sampler of the options
+// (a random seed unless --seed).
+int resolved_threads(const Options& o);
+sampling::SamplerParams sampler_params(const Options& o);
+}  // namespace ds4::cli

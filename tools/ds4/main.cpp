@@ -12,6 +12,7 @@
 #include "eval.h"
 #include "generate.h"
 #include "inspect.h"
+#include "interactive.h"
 #include "options.h"
 #include "tokens.h"
 
@@ -172,9 +173,9 @@ int run(const Options& o) {
         case Mode::None:
             break;
     }
-    std::fprintf(stderr, "ds4: no prompt given: the interactive mode is not available yet; use "
-                         "-p TEXT or --prompt-file FILE (see --help)\n");
-    return 2;
+    // No prompt: the interactive chat.
+    require_model(o);
+    return run_chat(o);
 }
 
 }  // namespace

@@ -1,0 +1,249 @@
+// The interactive chat of ds4 end to end through a pseudo-terminal (forkpty): turns, commands,
+// suffix-only prefill, the prefill progress line, Ctrl+C during a reply and at the prompt,
+// the history file; and the same chat scripted through a pipe.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tool_run.h"
+
+namespace ds4::cli {
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+// A child process on the slave side of a pseudo-terminal.
+class Pty {
+public:
+    Pty(const std::vector<std::string>& argv, const std::string& home) {
+        struct winsize ws {};
+        ws.ws_row = 40;
+        ws.ws_col = 120;
+        pid_ = forkpty(&fd_, nullptr, nullptr, &ws);
+        if (pid_ == 0) {
+            setenv("HOME", home.c_str(), 1);
+            setenv("TERM", "xterm", 1);
+            std::vector<char*> args;
+            for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+            args.push_back(nullptr);
+            execv(args[0], args.data());
+            _exit(127);
+        }
+    }
+    ~Pty() {
+        if (pid_ > 0 && !exited_) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        if (fd_ >= 0) close(fd_);
+    }
+    bool started() const { return pid_ > 0; }
+
+    // Waits until `needle` appears in the output after the last expect() match.
+    bool expect(const std::string& needle, std::chrono::milliseconds timeout = 60s) {
+        const auto end = clock_type::now() + timeout;
+        for (;;) {
+            const size_t at = out_.find(needle, mark_);
+            if (at != std::string::npos) {
+                mark_ = at + needle.size();
+                return true;
+            }
+            if (clock_type::now() >= end || !pump(end)) return false;
+        }
+    }
+    // Output since the last match, without consuming it.
+    std::string pending() const { return out_.substr(mark_); }
+    const std::string& all() const { return out_; }
+    void send(const std::string& s) { ASSERT_EQ(write(fd_, s.data(), s.size()), ssize_t(s.size())); }
+
+    // Exit status (128 + signal when killed), or -1 on timeout.
+    int wait_exit(std::chrono::milliseconds timeout = 30s) {
+        const auto end = clock_type::now() + timeout;
+        while (clock_type::now() < end) {
+            int status = 0;
+            if (waitpid(pid_, &status, WNOHANG) == pid_) {
+                exited_ = true;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            }
+            pump(clock_type::now() + 50ms);
+        }
+        return -1;
+    }
+
+private:
+    // Reads what is available until `end`; false at EOF.
+    bool pump(clock_type::time_point end) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now());
+        pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, int(std::max<int64_t>(1, left.count()))) <= 0) return true;
+        char buf[4096];
+        const ssize_t n = read(fd_, buf, sizeof buf);
+        if (n <= 0) return false;
+        out_.append(buf, size_t(n));
+        return true;
+    }
+
+    pid_t pid_ = -1;
+    int fd_ = -1;
+    bool exited_ = false;
+    std::string out_;
+    size_t mark_ = 0;
+};
+
+class CliInteractive : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new oracle::TempDir;
+        model_ = dir_->file("vocab-tiny.gguf");
+        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "--preset", "tiny",
+                                            "--real-vocab", "--type", "embd=q8_0", "--type",
+                                            "output=q8_0", "--seed", "3", "-o", model_});
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    static void TearDownTestSuite() {
+        delete dir_;
+        dir_ = nullptr;
+    }
+    static std::vector<std::string> ds4(std::vector<std::string> extra) {
+        std::vector<std::string> a = {oracle::binary("ds4"), "-m", model_, "--threads", "2"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    }
+    // The numbers of "this turn prefilled N, reused M" lines, in order.
+    static std::vector<std::pair<long, long>> prefills(const std::string& out) {
+        std::vector<std::pair<long, long>> v;
+        const std::regex re("this turn prefilled ([0-9]+), reused ([0-9]+)");
+        for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+            v.push_back({std::stol((*it)[1]), std::stol((*it)[2])});
+        return v;
+    }
+
+    static oracle::TempDir* dir_;
+    static std::string model_;
+};
+oracle::TempDir* CliInteractive::dir_ = nullptr;
+std::string CliInteractive::model_;
+
+TEST_F(CliInteractive, TurnsCommandsAndSuffixOnlyPrefill) {
+    oracle::TempDir home;
+    Pty p(ds4({"--ctx", "2048", "--nothink", "--temp", "0", "-n", "6"}), home.path().string());
+    ASSERT_TRUE(p.started());
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("Hello there\r");
+    ASSERT_TRUE(p.expect("generation:")) << p.all();
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("/help\r");
+    ASSERT_TRUE(p.expect("/ctx N")) << p.all();
+    ASSERT_TRUE(p.expect("ds4> "));
+    p.send("/think\r");
+    ASSERT_TRUE(p.expect("thinking: on")) << p.all();
+    ASSERT_TRUE(p.expect("ds4> "));
+    p.send("And again\r");
+    ASSERT_TRUE(p.expect("generation:")) << p.all();
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("/bogus\r");
+    ASSERT_TRUE(p.expect("unknown command /bogus")) << p.all();
+    ASSERT_TRUE(p.expect("ds4> "));
+    p.send("/quit\r");
+    EXPECT_EQ(p.wait_exit(), 0) << p.all();
+
+    // The second turn prefilled only the new suffix: the last reply's last token, EOS,
+    // <｜User｜>, the text, <｜Assistant｜><think> — not the first turn again.
+    const auto pf = prefills(p.all());
+    ASSERT_EQ(pf.size(), 2u) << p.all();
+    EXPECT_GT(pf[0].first, 8);
+    EXPECT_EQ(pf[0].second, 0);
+    EXPECT_GE(pf[1].second, pf[0].first);
+    EXPECT_LE(pf[1].first, 10) << p.all();
+
+    // Both lines went to the history file.
+    std::ifstream h(home.file(".ds4_history"));
+    std::stringstream ss;
+    ss << h.rdbuf();
+    EXPECT_NE(ss.str().find("Hello"), std::string::npos) << ss.str();
+    EXPECT_NE(ss.str().find("And"), std::string::npos) << ss.str();
+}
+
+TEST_F(CliInteractive, CtrlCStopsAReplyAndReturnsToThePrompt) {
+    oracle::TempDir home;
+    // A random model rarely says EOS: without Ctrl+C this reply would run to the full context.
+    Pty p(ds4({"--ctx", "32768", "--nothink", "--temp", "1", "--seed", "1"}), home.path().string());
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("Tell me a long story\r");
+    // Wait for some reply text, then interrupt.
+    const auto t0 = clock_type::now();
+    while (p.pending().size() < 200 && clock_type::now() - t0 < 60s) p.expect("\x01", 100ms);
+    ASSERT_GE(p.pending().size(), 200u) << p.all();
+    p.send("\x03");
+    ASSERT_TRUE(p.expect("[stopped]", 10s)) << p.all();
+    ASSERT_TRUE(p.expect("ds4> ", 10s)) << p.all();
+    // The conversation goes on after the interruption.
+    p.send("/nothink\r");
+    ASSERT_TRUE(p.expect("thinking: off")) << p.all();
+    ASSERT_TRUE(p.expect("ds4> "));
+    // Ctrl+C at the prompt leaves with 130.
+    p.send("\x03");
+    EXPECT_EQ(p.wait_exit(), 130) << p.all();
+}
+
+TEST_F(CliInteractive, ProgressDuringLongPrefillAndRollbackOnCtrlC) {
+    oracle::TempDir home;
+    std::string text;
+    for (int i = 0; i < 1500; ++i) text += "word" + std::to_string(i) + " ";
+    const std::string file = home.file("long.txt");
+    std::ofstream(file) << text;
+    Pty p(ds4({"--ctx", "8192", "--nothink", "--temp", "0", "-n", "4", "--prefill-chunk", "16"}),
+          home.path().string());
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("/read " + file + "\r");
+    ASSERT_TRUE(p.expect("prefill: 16/")) << p.all();
+    ASSERT_TRUE(p.expect("prefill: 48/")) << p.all();  // it moves
+    p.send("\x03");
+    ASSERT_TRUE(p.expect("[interrupted: the message was not sent]", 20s)) << p.all();
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    // The rolled-back message is not in the conversation: the next turn starts from scratch.
+    p.send("Short one\r");
+    ASSERT_TRUE(p.expect("generation:", 120s)) << p.all();
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("/quit\r");
+    EXPECT_EQ(p.wait_exit(), 0);
+    const auto pf = prefills(p.all());
+    ASSERT_EQ(pf.size(), 1u) << p.all();
+    EXPECT_LT(pf[0].first + pf[0].second, 100) << "the interrupted message stayed in the transcript";
+}
+
+TEST_F(CliInteractive, ScriptedThroughAPipe) {
+    const std::string in = dir_->file("script.txt");
+    std::ofstream(in) << "Hi\n/nothink\n\nSecond message\n/ctx 512\nThird\n";
+    std::string cmd = "exec";
+    for (const auto& a : ds4({"--ctx", "1024", "--temp", "0", "-n", "3"})) cmd += " '" + a + "'";
+    cmd += " <'" + in + "' 2>'" + dir_->file("err.txt") + "'";
+    const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+    std::ifstream e(dir_->file("err.txt"));
+    std::stringstream err;
+    err << e.rdbuf();
+    EXPECT_EQ(r.exit_code, 0) << r.output << err.str();
+    EXPECT_EQ(r.output.find("ds4> "), std::string::npos) << "prompt printed to a pipe";
+    const auto pf = prefills(err.str());
+    ASSERT_EQ(pf.size(), 3u) << err.str();
+    EXPECT_GT(pf[1].second, 0) << "second turn did not reuse the first";
+    EXPECT_EQ(pf[2].second, 0) << "/ctx did not start a new conversation";
+    EXPECT_NE(err.str().find("thinking: off"), std::string::npos);
+    EXPECT_NE(err.str().find("new conversation, context 512"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds4::cli

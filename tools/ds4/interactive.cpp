@@ -1,0 +1,235 @@
+#include "interactive.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "chat/markers.h"
+#include "chat/prompt_tokens.h"
+#include "common/error.h"
+#include "engine/engine.h"
+#include "generate.h"
+#include "line_editor.h"
+#include "model/model.h"
+#include "prompt.h"
+#include "tokenizer/tokenizer.h"
+#include "turn.h"
+
+namespace ds4::cli {
+namespace {
+
+std::atomic<bool> g_busy{false};       // a turn is running: Ctrl+C stops it
+std::atomic<bool> g_interrupt{false};  // Ctrl+C arrived during the turn
+
+extern "C" void on_sigint(int) {
+    if (g_busy.load()) {
+        g_interrupt.store(true);
+        return;
+    }
+    // At the prompt: leave (libedit has already put the terminal back to normal).
+    const char nl = '\n';
+    (void)!write(STDOUT_FILENO, &nl, 1);
+    _exit(130);
+}
+
+constexpr const char* kHelp =
+    "Commands:\n"
+    "  /help        this list\n"
+    "  /think       thinking on (the default): reasoning is shown dimmed before the answer\n"
+    "  /think-max   maximum reasoning effort (needs a context of at least 393216; from the\n"
+    "               next conversation, since its prefix opens the prompt)\n"
+    "  /nothink     answer directly, without reasoning\n"
+    "  /ctx N       start a new conversation with a context of N tokens\n"
+    "  /read FILE   send the text of FILE as the next message\n"
+    "  /quit, /exit leave (so does Ctrl+D)\n"
+    "Ctrl+C stops a reply and returns to the prompt; at the prompt it exits.\n";
+
+const char* mode_name(chat::ThinkingMode m) {
+    switch (m) {
+        case chat::ThinkingMode::Off: return "off";
+        case chat::ThinkingMode::High: return "on";
+        case chat::ThinkingMode::Max: return "max";
+    }
+    return "?";
+}
+
+class Chat {
+public:
+    Chat(const Options& o) : o_(o), ctx_(o.ctx), thinking_(o.thinking) {
+        model_ = model::Model::load(o.model);
+        tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
+        restart(ctx_);
+    }
+
+    int loop() {
+        LineEditor input(default_history_path());
+        if (input.interactive())
+            std::fprintf(stderr,
+                         "ds4: chatting with %s (context %lld tokens, thinking %s). /help lists "
+                         "commands; Ctrl+C stops a reply, Ctrl+D exits.\n",
+                         o_.model.c_str(), (long long)ctx_, mode_name(thinking_));
+        while (auto line = input.read("ds4> ")) {
+            const std::string text = *line;
+            if (text.find_first_not_of(" \t") == std::string::npos) continue;
+            input.remember(text);
+            if (text[0] == '/') {
+                if (!command(text)) break;
+            } else {
+                turn(text);
+            }
+        }
+        return 0;
+    }
+
+private:
+    void restart(int64_t ctx) {
+        ctx_ = ctx;
+        engine_.reset();
+        engine_ = std::make_unique<engine::Engine>(
+            *model_, *tok_,
+            model::SessionOptions{.ctx = ctx, .threads = resolved_threads(o_),
+                                  .prefill_chunk = o_.prefill_chunk, .qat = o_.qat});
+        transcript_.clear();
+        if (thinking_ == chat::ThinkingMode::Max &&
+            chat::effective_thinking(thinking_, ctx_) != chat::ThinkingMode::Max)
+            std::fprintf(stderr, "ds4: think-max needs a context of at least %lld; thinking as "
+                                 "/think\n", (long long)chat::kThinkMaxMinContext);
+    }
+
+    // false: leave the chat.
+    bool command(const std::string& line) {
+        std::istringstream in(line);
+        std::string cmd, arg;
+        in >> cmd;
+        std::getline(in >> std::ws, arg);
+        if (cmd == "/quit" || cmd == "/exit") return false;
+        if (cmd == "/help") {
+            std::fputs(kHelp, stdout);
+        } else if (cmd == "/think" || cmd == "/think-max" || cmd == "/nothink") {
+            thinking_ = cmd == "/nothink" ? chat::ThinkingMode::Off
+                        : cmd == "/think" ? chat::ThinkingMode::High
+                                          : chat::ThinkingMode::Max;
+            const auto eff = chat::effective_thinking(thinking_, ctx_);
+            std::fprintf(stderr, "thinking: %s\n", mode_name(eff));
+            if (thinking_ != eff)
+                std::fprintf(stderr, "ds4: think-max needs a context of at least %lld (/ctx N)\n",
+                             (long long)chat::kThinkMaxMinContext);
+        } else if (cmd == "/ctx") {
+            long long n = 0;
+            const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), n);
+            if (ec != std::errc() || end != arg.data() + arg.size() || n < 16) {
+                std::fprintf(stderr, "usage: /ctx N (a context size of at least 16 tokens)\n");
+            } else {
+                restart(n);
+                std::fprintf(stderr, "new conversation, context %lld tokens\n", n);
+            }
+        } else if (cmd == "/read") {
+            if (arg.empty()) {
+                std::fprintf(stderr, "usage: /read FILE\n");
+                return true;
+            }
+            std::ifstream f(arg, std::ios::binary);
+            if (!f) {
+                std::fprintf(stderr, "ds4: cannot open %s\n", arg.c_str());
+                return true;
+            }
+            std::ostringstream ss;
+            ss << f.rdbuf();
+            turn(ss.str());
+        } else {
+            std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
+        }
+        return true;
+    }
+
+    // The transcript with the user's new turn appended: the whole one-turn prompt first, then
+    // the previous reply's closing EOS and <｜User｜>text<｜Assistant｜><think> (or </think>).
+    std::vector<int32_t> with_user_turn(const std::string& text, chat::ThinkingMode mode) const {
+        if (transcript_.empty())
+            return one_turn_tokens(*tok_, {.system = o_.system, .user = text, .thinking = mode,
+                                           .context_size = ctx_});
+        chat::RenderedPrompt p;
+        p.text = std::string(chat::kUser);
+        p.untrusted.push_back({p.text.size(), text.size()});
+        p.text += text;
+        p.text += chat::kAssistant;
+        p.text += mode == chat::ThinkingMode::Off ? chat::kThinkEnd : chat::kThinkStart;
+        std::vector<int32_t> ids = transcript_;
+        ids.push_back(tok_->special().eos);
+        const auto suffix = chat::tokenize_prompt(*tok_, p);
+        ids.insert(ids.end(), suffix.begin(), suffix.end());
+        return ids;
+    }
+
+    void turn(const std::string& text) {
+        const auto mode = chat::effective_thinking(thinking_, ctx_);
+        const std::vector<int32_t> prompt = with_user_turn(text, mode);
+        if (int64_t(prompt.size()) >= ctx_) {
+            std::fprintf(stderr, "ds4: this message needs %zu tokens of context but there are %lld "
+                                 "(/ctx N starts a new conversation with more)\n",
+                         prompt.size(), (long long)ctx_);
+            return;
+        }
+        TurnOptions t;
+        t.sampling = sampler_params(o_);
+        if (o_.n_given) t.max_tokens = o_.n_predict;
+        t.thinking = mode != chat::ThinkingMode::Off;
+        t.cancel = &g_interrupt;
+        t.progress = isatty(STDERR_FILENO) != 0;
+        g_interrupt = false;
+        g_busy = true;
+        TurnResult r;
+        try {
+            r = run_turn(*engine_, prompt, t);
+        } catch (const Error& e) {
+            g_busy = false;
+            std::fprintf(stderr, "ds4: %s\n", e.what());
+            return;
+        }
+        g_busy = false;
+        if (!r.prefill_done || (r.generation.reason == engine::StopReason::Cancelled &&
+                                r.generation.emitted == 0)) {
+            std::fprintf(stderr, "[interrupted: the message was not sent]\n");
+            return;  // rolled back: the transcript does not change
+        }
+        transcript_ = prompt;
+        transcript_.insert(transcript_.end(), r.emitted.begin(), r.emitted.end());
+        if (r.generation.reason == engine::StopReason::Cancelled) std::fprintf(stderr, "[stopped]\n");
+        if (r.generation.reason == engine::StopReason::ContextFull)
+            std::fprintf(stderr, "ds4: the context is full (%lld tokens); /ctx N starts a new "
+                                 "conversation\n", (long long)ctx_);
+        print_speed(r);
+        std::fprintf(stderr, "context: %lld/%lld tokens; this turn prefilled %lld, reused %lld\n",
+                     (long long)transcript_.size(), (long long)ctx_,
+                     (long long)r.prefill.evaluated, (long long)r.prefill.reused);
+    }
+
+    const Options& o_;
+    int64_t ctx_;
+    chat::ThinkingMode thinking_;
+    std::unique_ptr<model::Model> model_;
+    std::unique_ptr<tokenizer::Tokenizer> tok_;
+    std::unique_ptr<engine::Engine> engine_;
+    std::vector<int32_t> transcript_;  // every token of the conversation so far
+};
+
+}  // namespace
+
+int run_chat(const Options& o) {
+    Chat chat(o);
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    return chat.loop();
+}
+
+}  // namespace ds4::cli

@@ -1,0 +1,33 @@
+// Reading the interactive chat's input lines. On a terminal: libedit line editing with a
+// persistent history (PRODUCT.md §3.2: ~/.ds4_history, 512 entries); otherwise plain lines from
+// stdin, so the chat can be scripted through a pipe.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace ds4::cli {
+
+class LineEditor {
+public:
+    // history_path: where the history lives ("" = none). Only used on a terminal.
+    explicit LineEditor(std::string history_path, int max_entries = 512);
+    ~LineEditor();
+    LineEditor(const LineEditor&) = delete;
+    LineEditor& operator=(const LineEditor&) = delete;
+
+    // The next line without its newline; nullopt at the end of input (Ctrl+D, EOF).
+    std::optional<std::string> read(const char* prompt);
+    // Remembers a line for up-arrow recall and saves the history file.
+    void remember(const std::string& line);
+    bool interactive() const { return tty_; }
+
+private:
+    bool tty_;
+    std::string history_path_;
+};
+
+// $HOME/.ds4_history, or "" when HOME is not set.
+std::string default_history_path();
+
+}  // namespace ds4::cli

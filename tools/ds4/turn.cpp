@@ -1,0 +1,91 @@
+#include "turn.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "chat/output_parser.h"
+#include "tokenizer/stream_decoder.h"
+
+namespace ds4::cli {
+namespace {
+
+// Writes parser events to stdout; reasoning is dimmed on a terminal (ANSI SGR 2).
+class Printer {
+public:
+    explicit Printer(bool tty) : tty_(tty) {}
+    void print(const std::vector<chat::OutputEvent>& events) {
+        for (const auto& e : events) {
+            const bool reasoning = e.kind == chat::OutputEvent::Kind::Reasoning;
+            if (!reasoning && e.kind != chat::OutputEvent::Kind::Content) continue;
+            if (tty_ && reasoning != dim_) {
+                std::fputs(reasoning ? "\x1b[2m" : "\x1b[0m", stdout);
+                dim_ = reasoning;
+            }
+            std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+        }
+        std::fflush(stdout);
+    }
+    void end() {
+        if (tty_) std::fputs(dim_ ? "\x1b[0m\n" : "\n", stdout);
+        dim_ = false;
+        std::fflush(stdout);
+    }
+
+private:
+    bool tty_;
+    bool dim_ = false;
+};
+
+}  // namespace
+
+TurnResult run_turn(engine::Engine& e, const std::vector<int32_t>& transcript, const TurnOptions& o) {
+    TurnResult r;
+    bool shown = false;
+    auto progress = [&](int64_t done, int64_t total) {
+        if (!o.progress || total <= e.session().options().prefill_chunk) return;
+        std::fprintf(stderr, "\rprefill: %lld/%lld tokens (%d%%)", (long long)done, (long long)total,
+                     int(100 * done / total));
+        std::fflush(stderr);
+        shown = true;
+    };
+    try {
+        r.prefill = e.sync(transcript, progress, o.cancel);
+    } catch (...) {
+        if (shown) std::fputs("\r\x1b[K", stderr);
+        throw;
+    }
+    if (shown) std::fputs("\r\x1b[K", stderr);
+    if (r.prefill.cancelled) return r;
+    r.prefill_done = true;
+
+    chat::OutputParser parser({.thinking = o.thinking, .tools = false});
+    tokenizer::StreamDecoder decoder(e.tokenizer());
+    Printer printer(isatty(STDOUT_FILENO) != 0);
+    std::vector<chat::OutputEvent> events;
+    r.generation = e.generate({.sampling = o.sampling, .max_tokens = o.max_tokens, .cancel = o.cancel},
+                              [&](int32_t id) {
+                                  r.emitted.push_back(id);
+                                  events.clear();
+                                  parser.feed(decoder.push(id), events);
+                                  printer.print(events);
+                                  return true;
+                              });
+    events.clear();
+    parser.feed(decoder.flush(), events);
+    parser.finish(events);
+    printer.print(events);
+    printer.end();
+    return r;
+}
+
+void print_speed(const TurnResult& r) {
+    const double pre = r.prefill.seconds > 0 ? double(r.prefill.evaluated) / r.prefill.seconds : 0.0;
+    const double gen = r.generation.seconds > 0 && r.generation.emitted > 0
+                           ? double(r.generation.emitted) / r.generation.seconds
+                           : 0.0;
+    std::fprintf(stderr, "prefill: %.2f t/s, generation: %.2f t/s\n", pre, gen);
+}
+
+}  // namespace ds4::cli
