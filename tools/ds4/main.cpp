@@ -67,7 +67,7 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
                  "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
         ->group("Evaluation");
-    auto* prompt = app.add_option("-p,--prompt", o.prompt, "Prompt text")->option_text("TEXT");
+    auto* prompt = app.add_option("-p,--prompt", o.prompt, "Prompt text (one-shot; without it: interactive chat)")->option_text("TEXT");
     auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
                             ->option_text("FILE");
     prompt->excludes(prompt_file);
@@ -104,7 +104,11 @@ ParseResult parse_options(int argc, char** argv) {
                  "plain text)")
         ->group("Diagnostics");
     app.footer(
+        "Without -p or --prompt-file, ds4 is an interactive chat: /help, /think, /think-max,\n"
+        "/nothink, /ctx N, /read FILE, /quit; Ctrl+C stops a reply, Ctrl+D exits; history in\n"
+        "~/.ds4_history. -n caps each reply.\n"
         "Examples:\n"
+        "  ds4 -m models/default.gguf\n"
         "  ds4 -m models/default.gguf -p \"Hello\" --nothink -n 32\n"
         "  ds4 -m models/default.gguf --inspect\n"
         "  ds4 --inspect ds4flash.gguf\n"
