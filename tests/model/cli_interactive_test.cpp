@@ -1,4 +1,5 @@
-// The interactive chat of ds4 end to end through a pseudo-terminal (forkpty): turns, commands,
+// ds4 end to end through a pseudo-terminal (forkpty): one-shot output on a terminal, and the
+// interactive chat: turns, commands,
 // suffix-only prefill, the prefill progress line, Ctrl+C during a reply and at the prompt,
 // the history file; and the same chat scripted through a pipe.
 #include <gtest/gtest.h>
@@ -223,6 +224,19 @@ TEST_F(CliInteractive, ProgressDuringLongPrefillAndRollbackOnCtrlC) {
     const auto pf = prefills(p.all());
     ASSERT_EQ(pf.size(), 1u) << p.all();
     EXPECT_LT(pf[0].first + pf[0].second, 100) << "the interrupted message stayed in the transcript";
+}
+
+TEST_F(CliInteractive, OneShotOnATerminal) {
+    oracle::TempDir home;
+    // Thinking on: the whole reply is reasoning (the random model never closes </think>), which
+    // a terminal shows dimmed (SGR 2) and resets at the end.
+    Pty p(ds4({"-p", "Hi", "--think", "--temp", "0", "-n", "8"}), home.path().string());
+    ASSERT_TRUE(p.expect("\x1b[2m")) << p.all();
+    ASSERT_TRUE(p.expect("\x1b[0m")) << p.all();
+    ASSERT_TRUE(p.expect("prefill: ")) << p.all();
+    ASSERT_TRUE(p.expect("generation: ")) << p.all();
+    EXPECT_EQ(p.wait_exit(), 0) << p.all();
+    EXPECT_EQ(p.all().find("ds4> "), std::string::npos);
 }
 
 TEST_F(CliInteractive, ScriptedThroughAPipe) {
