@@ -11,6 +11,7 @@
 #include "ops/hc.h"
 #include "ops/norm.h"
 #include "ops/qat.h"
+#include "quant/quant.h"
 
 namespace ds4::model {
 
@@ -95,25 +96,24 @@ void compressor_projections(const LayerContext& ctx, const CompressorWeights& cw
     }
 }
 
-// Indexer scores of every visible compressed row for one query (§3.3.5) and the top-k rows
-// (ties: lower index first), returned ascending.
-std::vector<int32_t> indexer_select(const ModelConfig& c, const float* q, const float* weights,
-                                    const float* keys, int64_t n_vis) {
+// Indexer scores (§3.3.5) of compressed rows [r0, r1) for one query: sum over heads of
+// weight_h * relu(q_h . k_r).
+void indexer_scores(const ModelConfig& c, const float* q, const float* weights, const float* keys,
+                    int64_t r0, int64_t r1, float* score) {
     const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
-    std::vector<float> score(size_t(n_vis), 0.0f);
-    for (int64_t r = 0; r < n_vis; ++r) {
+    const quant::DotFn dot = quant::dot_kernel(TensorType::F32);
+    for (int64_t r = r0; r < r1; ++r) {
         const float* k = keys + r * DI;
         float s = 0.0f;
-        for (int64_t h = 0; h < HI; ++h) {
-            float dot = 0.0f;
-            for (int64_t d = 0; d < DI; ++d) dot += q[h * DI + d] * k[d];
-            s += weights[h] * std::max(0.0f, dot);
-        }
-        score[size_t(r)] = s;
+        for (int64_t h = 0; h < HI; ++h) s += weights[h] * std::max(0.0f, dot(DI, q + h * DI, k));
+        score[r] = s;
     }
-    std::vector<int32_t> idx(static_cast<size_t>(n_vis));
+}
+
+// The top-k rows by score (ties: lower index first), ascending.
+std::vector<int32_t> top_rows(const std::vector<float>& score, int64_t k) {
+    std::vector<int32_t> idx(score.size());
     std::iota(idx.begin(), idx.end(), 0);
-    const int64_t k = c.indexer_top_k;
     std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
         return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
     });
@@ -182,51 +182,105 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
         }
     }
 
-    // Per token, in position order: state updates, then attention over what it may see.
+    // Tokens go in blocks: first, in position order, each token's state updates (raw ring,
+    // compressors); then attention for the whole block in parallel, each token over exactly
+    // the rows it may see (compressed rows are append-only; the raw ring keeps enough slack
+    // that the block's first token still finds its window, which bounds the block size).
     std::vector<float> o(size_t(n * H * Dh)), pooled(size_t(std::max<int64_t>(Dh, DI)));
-    std::vector<const float*> rows;
     const float scale = 1.0f / std::sqrt(float(Dh));
     const int64_t crow = int64_t(w.compressor.coff) * Dh;  // compressor projection width
-    for (int64_t t = 0; t < n; ++t) {
-        const int64_t p = p0 + t;
-        std::memcpy(s.raw_row(p), &kv[t * Dh], sizeof(float) * Dh);
-        if (w.ratio != 0 && s.compressor.push(p, &ck[t * crow], &cg[t * crow], pooled.data())) {
-            float* row = &s.comp[size_t(s.n_comp * Dh)];
-            std::memcpy(row, pooled.data(), sizeof(float) * Dh);
-            finish_compressed_row(row, w.compressor, rope, p + 1 - w.ratio, c.norm_eps,
-                                  int(rope_dim), qat ? CompressedRowQat::Fp8Nope : CompressedRowQat::None);
-            ++s.n_comp;
-        }
-        if (w.ratio == 4 && s.index_compressor.push(p, &ik[t * 2 * DI], &ig[t * 2 * DI], pooled.data())) {
-            float* row = &s.index_comp[size_t(s.n_index_comp * DI)];
-            std::memcpy(row, pooled.data(), sizeof(float) * DI);
-            finish_compressed_row(row, w.indexer_compressor, rope, p + 1 - 4, c.norm_eps,
-                                  int(rope_dim), qat ? CompressedRowQat::HadamardFp4 : CompressedRowQat::None);
-            ++s.n_index_comp;
-        }
+    const int64_t block = s.raw_slots >= ctx.opt.ctx ? n : std::max<int64_t>(1, s.raw_slots - s.window + 1);
+    const int64_t top_k = c.indexer_top_k;
 
+    // Rows token t may see: its raw window, then (ratio 128) every compressed row or (ratio 4)
+    // all of them while they fit top-k, else the indexer's choice.
+    auto gather = [&](int64_t t, std::vector<const float*>& rows, const std::vector<int32_t>* sel) {
+        const int64_t p = p0 + t;
         rows.clear();
-        for (int64_t kp = std::max<int64_t>(0, p - s.window + 1); kp <= p; ++kp)
-            rows.push_back(s.raw_row(kp));
-        if (w.ratio == 128) {
-            for (int64_t r = 0; r < s.n_comp; ++r) rows.push_back(&s.comp[size_t(r * Dh)]);
-        } else if (w.ratio == 4) {
-            if (s.n_comp <= int64_t(c.indexer_top_k)) {
-                for (int64_t r = 0; r < s.n_comp; ++r) rows.push_back(&s.comp[size_t(r * Dh)]);
-            } else {
-                std::vector<int32_t> sel = indexer_select(c, &iq[t * HI * DI], &iw[t * HI],
-                                                          s.index_comp.data(), s.n_comp);
-                for (int32_t r : sel) rows.push_back(&s.comp[size_t(r) * Dh]);
-                if (ctx.log) {
-                    auto& per_layer = ctx.log->indexer[size_t(p)];
-                    per_layer.resize(c.n_layer);
-                    per_layer[size_t(w.index)] = sel;
-                }
+        for (int64_t kp = std::max<int64_t>(0, p - s.window + 1); kp <= p; ++kp) rows.push_back(s.raw_row(kp));
+        const int64_t n_comp = w.ratio ? (p + 1) / w.ratio : 0;
+        if (sel) {
+            for (int32_t r : *sel) rows.push_back(&s.comp[size_t(r) * Dh]);
+        } else {
+            for (int64_t r = 0; r < n_comp; ++r) rows.push_back(&s.comp[size_t(r * Dh)]);
+        }
+    };
+    auto log_selection = [&](int64_t p, const std::vector<int32_t>& sel) {
+        if (!ctx.log) return;
+        auto& per_layer = ctx.log->indexer[size_t(p)];
+        per_layer.resize(c.n_layer);
+        per_layer[size_t(w.index)] = sel;
+    };
+    auto needs_indexer = [&](int64_t p) { return w.ratio == 4 && (p + 1) / 4 > top_k; };
+
+    for (int64_t b0 = 0; b0 < n; b0 += block) {
+        const int64_t m = std::min(block, n - b0);
+        for (int64_t t = b0; t < b0 + m; ++t) {
+            const int64_t p = p0 + t;
+            std::memcpy(s.raw_row(p), &kv[t * Dh], sizeof(float) * Dh);
+            if (w.ratio != 0 && s.compressor.push(p, &ck[t * crow], &cg[t * crow], pooled.data())) {
+                float* row = &s.comp[size_t(s.n_comp * Dh)];
+                std::memcpy(row, pooled.data(), sizeof(float) * Dh);
+                finish_compressed_row(row, w.compressor, rope, p + 1 - w.ratio, c.norm_eps,
+                                      int(rope_dim), qat ? CompressedRowQat::Fp8Nope : CompressedRowQat::None);
+                ++s.n_comp;
+            }
+            if (w.ratio == 4 && s.index_compressor.push(p, &ik[t * 2 * DI], &ig[t * 2 * DI], pooled.data())) {
+                float* row = &s.index_comp[size_t(s.n_index_comp * DI)];
+                std::memcpy(row, pooled.data(), sizeof(float) * DI);
+                finish_compressed_row(row, w.indexer_compressor, rope, p + 1 - 4, c.norm_eps,
+                                      int(rope_dim), qat ? CompressedRowQat::HadamardFp4 : CompressedRowQat::None);
+                ++s.n_index_comp;
             }
         }
-        ops::sink_attention(&q[t * H * Dh], int(H), int(Dh), rows.data(), int64_t(rows.size()),
-                            w.sinks, scale, &o[t * H * Dh]);
-        rope.apply(&o[t * H * Dh], int(H), int(Dh), p, /*inverse=*/true);
+
+        auto attend = [&](int64_t t, const std::vector<const float*>& rows, int64_t h0, int64_t h1) {
+            ops::sink_attention(&q[(t * H + h0) * Dh], int(h1 - h0), int(Dh), rows.data(),
+                                int64_t(rows.size()), w.sinks + h0, scale, &o[(t * H + h0) * Dh]);
+        };
+        if (m >= ctx.pool.size()) {
+            // Many tokens: one token per task, each with its own indexer choice.
+            ctx.pool.parallel_for(m, [&](int64_t i0, int64_t i1) {
+                std::vector<const float*> rows;
+                std::vector<float> score;
+                for (int64_t i = i0; i < i1; ++i) {
+                    const int64_t t = b0 + i, p = p0 + t;
+                    std::vector<int32_t> sel;
+                    if (needs_indexer(p)) {
+                        score.assign(size_t((p + 1) / 4), 0.0f);
+                        indexer_scores(c, &iq[t * HI * DI], &iw[t * HI], s.index_comp.data(), 0,
+                                       int64_t(score.size()), score.data());
+                        sel = top_rows(score, top_k);
+                        log_selection(p, sel);
+                    }
+                    gather(t, rows, needs_indexer(p) ? &sel : nullptr);
+                    attend(t, rows, 0, H);
+                }
+            });
+        } else {
+            // Few tokens (decode): the indexer over row ranges, then the heads, in parallel.
+            std::vector<const float*> rows;
+            std::vector<float> score;
+            for (int64_t t = b0; t < b0 + m; ++t) {
+                const int64_t p = p0 + t;
+                std::vector<int32_t> sel;
+                if (needs_indexer(p)) {
+                    score.assign(size_t((p + 1) / 4), 0.0f);
+                    ctx.pool.parallel_for(int64_t(score.size()), [&](int64_t r0, int64_t r1) {
+                        indexer_scores(c, &iq[t * HI * DI], &iw[t * HI], s.index_comp.data(), r0, r1,
+                                       score.data());
+                    }, 16);
+                    sel = top_rows(score, top_k);
+                    log_selection(p, sel);
+                }
+                gather(t, rows, needs_indexer(p) ? &sel : nullptr);
+                ctx.pool.parallel_for(H, [&](int64_t h0, int64_t h1) { attend(t, rows, h0, h1); }, 4);
+            }
+        }
+        ctx.pool.parallel_for(m, [&](int64_t i0, int64_t i1) {
+            for (int64_t t = b0 + i0; t < b0 + i1; ++t)
+                rope.apply(&o[t * H * Dh], int(H), int(Dh), p0 + t, /*inverse=*/true);
+        });
     }
 
     // Grouped output (§3.3.8): group g's heads through its own row block of out_a.

@@ -1,0 +1,36 @@
+// AVX-512 sink attention (attention_simd.h over 16-float vectors; tails masked).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include "ops/attention_simd.h"
+#include "ops/attention_kernels.h"
+
+namespace ds4::ops::avx512 {
+namespace {
+
+struct V16 {
+    using reg = __m512;
+    static constexpr int width = 16;
+    static __mmask16 mask(int n) { return __mmask16((1u << n) - 1u); }
+    static reg zero() { return _mm512_setzero_ps(); }
+    static reg load(const float* p) { return _mm512_loadu_ps(p); }
+    static reg load_tail(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+    static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
+    static void store_tail(float* p, reg v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+    static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+    static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+    static reg broadcast(float x) { return _mm512_set1_ps(x); }
+    static float sum(reg v) { return _mm512_reduce_add_ps(v); }
+};
+
+}  // namespace
+
+void attend_heads(const float* q, int n_head, int head_dim, const float* const* rows,
+                  int64_t n_rows, const float* sinks, float scale, float* out, float* scratch) {
+    ::attend_heads<V16>(q, n_head, head_dim, rows, n_rows, sinks, scale, out, scratch);
+}
+
+}  // namespace ds4::ops::avx512

@@ -1,0 +1,108 @@
+// The SIMD body of sink attention, written once over a vector-traits type V (AVX2: 8 floats,
+// AVX-512: 16) and included by attention_avx2.cpp / attention_avx512.cpp, each compiled with
+// its own instruction-set flags (hence the anonymous namespace: one private copy per file).
+//
+// MQA: all heads share the rows, so heads are processed in blocks of up to 4 and each row
+// chunk is loaded once per block: QK as NH dot products per row, PV as NH x 4-vector tiles of
+// the output accumulated over the rows. Per (position, head) the operation order is fixed, so
+// any split of heads or positions over threads gives the same bits.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+template <class V, int NH>
+void qk_block(const float* q, int hd, const float* const* rows, int64_t n_rows, float scale,
+              float* logits /* [NH][n_rows] */) {
+    constexpr int W = V::width;
+    for (int64_t s = 0; s < n_rows; ++s) {
+        const float* r = rows[s];
+        typename V::reg acc[NH];
+        for (int h = 0; h < NH; ++h) acc[h] = V::zero();
+        int d = 0;
+        for (; d + W <= hd; d += W) {
+            const auto x = V::load(r + d);
+            for (int h = 0; h < NH; ++h) acc[h] = V::fmadd(V::load(q + h * hd + d), x, acc[h]);
+        }
+        if (d < hd) {
+            const auto x = V::load_tail(r + d, hd - d);
+            for (int h = 0; h < NH; ++h)
+                acc[h] = V::fmadd(V::load_tail(q + h * hd + d, hd - d), x, acc[h]);
+        }
+        for (int h = 0; h < NH; ++h) logits[h * n_rows + s] = V::sum(acc[h]) * scale;
+    }
+}
+
+template <class V, int NH>
+void pv_block(const float* p /* [NH][n_rows] */, int hd, const float* const* rows, int64_t n_rows,
+              const float* inv /* [NH] */, float* out /* [NH][hd] */) {
+    constexpr int W = V::width, J = 4;
+    for (int d0 = 0; d0 < hd; d0 += J * W) {
+        const int vecs = std::min(J, (hd - d0 + W - 1) / W);
+        typename V::reg acc[NH][J];
+        for (int h = 0; h < NH; ++h)
+            for (int j = 0; j < J; ++j) acc[h][j] = V::zero();
+        for (int64_t s = 0; s < n_rows; ++s) {
+            const float* r = rows[s] + d0;
+            typename V::reg x[J];
+            for (int j = 0; j < vecs; ++j) {
+                const int left = hd - d0 - j * W;
+                x[j] = left >= W ? V::load(r + j * W) : V::load_tail(r + j * W, left);
+            }
+            for (int h = 0; h < NH; ++h) {
+                const auto w = V::broadcast(p[h * n_rows + s]);
+                for (int j = 0; j < vecs; ++j) acc[h][j] = V::fmadd(w, x[j], acc[h][j]);
+            }
+        }
+        for (int h = 0; h < NH; ++h) {
+            const auto k = V::broadcast(inv[h]);
+            for (int j = 0; j < vecs; ++j) {
+                const int left = hd - d0 - j * W;
+                float* o = out + h * hd + d0 + j * W;
+                if (left >= W) V::store(o, V::mul(acc[h][j], k));
+                else V::store_tail(o, V::mul(acc[h][j], k), left);
+            }
+        }
+    }
+}
+
+// softmax over each head's logits with its sink in the denominator only: p = exp(l - mx),
+// inv = 1 / (exp(sink - mx) + sum p).
+template <int NH>
+void softmax_block(float* l, int64_t n_rows, const float* sinks, float* inv) {
+    for (int h = 0; h < NH; ++h) {
+        float* lh = l + h * n_rows;
+        float mx = sinks[h];
+        for (int64_t s = 0; s < n_rows; ++s) mx = std::max(mx, lh[s]);
+        float denom = std::exp(sinks[h] - mx);
+        for (int64_t s = 0; s < n_rows; ++s) {
+            lh[s] = std::exp(lh[s] - mx);
+            denom += lh[s];
+        }
+        inv[h] = 1.0f / denom;
+    }
+}
+
+template <class V, int NH>
+void heads_block(const float* q, int hd, const float* const* rows, int64_t n_rows,
+                 const float* sinks, float scale, float* out, float* scratch) {
+    float inv[NH];
+    qk_block<V, NH>(q, hd, rows, n_rows, scale, scratch);
+    softmax_block<NH>(scratch, n_rows, sinks, inv);
+    pv_block<V, NH>(scratch, hd, rows, n_rows, inv, out);
+}
+
+template <class V>
+void attend_heads(const float* q, int n_head, int hd, const float* const* rows, int64_t n_rows,
+                  const float* sinks, float scale, float* out, float* scratch) {
+    int h = 0;
+    for (; h + 4 <= n_head; h += 4)
+        heads_block<V, 4>(q + h * hd, hd, rows, n_rows, sinks + h, scale, out + h * hd, scratch);
+    for (; h < n_head; ++h)
+        heads_block<V, 1>(q + h * hd, hd, rows, n_rows, sinks + h, scale, out + h * hd, scratch);
+}
+
+}  // namespace
