@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "quant/formats.h"
+#include "quant/ggml_compat.h"
 
 namespace ds4::quant {
 
@@ -72,6 +73,8 @@ void quantize_activation(TensorType act_type, const float* src, void* dst, int64
 
 DotFn dot_kernel(TensorType w, Isa isa) {
     const FormatOps& ops = ops_or_fail(w);
+    if (ggml_compat())
+        if (DotFn f = compat::dot_kernel(w)) return f;
     for (int i = int(isa); i >= 0; --i)
         if (ops.dot[i] && isa_supported(Isa(i))) return ops.dot[i];
     fail("no dot kernel for {}", tensor_type_name(w));

@@ -55,8 +55,16 @@ void quantize_row(TensorType t, const float* src, void* dst, int64_t n,
 // Converts activations to an activation format: F32 (copy), F16, BF16, Q8_0 or Q8_K.
 void quantize_activation(TensorType act_type, const float* src, void* dst, int64_t n);
 
+// ggml compatibility mode (test-only, slower; docs/ORACLE_HARNESS.md): while on, dot_kernel()
+// returns, whatever the ISA, a kernel whose floating-point operations (accumulator lanes, fma
+// vs mul+add, horizontal-sum tree) reproduce bit for bit the oracle's CPU vec_dot as its zen4
+// (AVX-512) build runs it (quant/ggml_compat.h), and batched kernels are not used. Off by
+// default; on at start-up when the environment variable DS4_GGML_COMPAT is "1".
+void set_ggml_compat(bool on);
+bool ggml_compat();
+
 // The kernel for weights of type w on `isa`, falling back to the next lower ISA that has one
-// (Scalar always exists).
+// (Scalar always exists); the compat kernel instead while ggml_compat() is on.
 DotFn dot_kernel(TensorType w, Isa isa);
 inline DotFn dot_kernel(TensorType w) { return dot_kernel(w, best_isa()); }
 
