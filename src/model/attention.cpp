@@ -17,7 +17,7 @@ namespace ds4::model {
 
 Session::LayerState::LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx,
                                 int64_t slack)
-    : ratio(w.ratio), window(c.window), head_dim(c.head_dim) {
+    : ratio(w.ratio), window(c.window), head_dim(c.head_dim), indexer_dim(c.indexer_dim) {
     // Slots beyond the context are never used: a ring as long as the context never wraps.
     raw_slots = std::min<int64_t>(window + slack, std::max<int64_t>(window, ctx));
     raw.assign(size_t(raw_slots * head_dim), 0.0f);
@@ -50,6 +50,14 @@ int64_t Session::LayerState::bytes() const {
     int64_t b = int64_t(sizeof(float) * (raw.size() + comp.size() + index_comp.size()));
     if (ratio != 0) b += compressor.bytes();
     if (ratio == 4) b += index_compressor.bytes();
+    return b;
+}
+
+int64_t Session::LayerState::used_bytes(int64_t pos) const {
+    int64_t b = int64_t(sizeof(float)) *
+                (std::min(pos, window) * head_dim + n_comp * head_dim + n_index_comp * indexer_dim);
+    if (ratio != 0) b += compressor.used_bytes();
+    if (ratio == 4) b += index_compressor.used_bytes();
     return b;
 }
 

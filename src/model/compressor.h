@@ -35,6 +35,10 @@ public:
     // Restores that state (requires can_rewind(n)).
     void rewind(int64_t n);
     int64_t bytes() const { return int64_t(sizeof(float) * (kv_.size() + score_.size())); }
+    // The open windows' projections (kv and score) that pooling still needs.
+    int64_t used_bytes() const {
+        return next_ == 0 ? 0 : int64_t(sizeof(float)) * 2 * row_ * (next_ - first_needed(next_));
+    }
 
 private:
     int64_t first_needed(int64_t n) const;  // first position the open windows at n use

@@ -23,9 +23,10 @@ struct Session::LayerState {
     bool can_rewind(int64_t n, int64_t pos) const;
     void rewind(int64_t n);
     int64_t bytes() const;
+    int64_t used_bytes(int64_t pos) const;  // with positions 0..pos-1 fed
 
     int ratio = 0;
-    int64_t window = 0, head_dim = 0;
+    int64_t window = 0, head_dim = 0, indexer_dim = 0;
     int64_t raw_slots = 0;              // window + slack
     const float* raw_row(int64_t p) const { return &raw[size_t((p % raw_slots) * head_dim)]; }
     float* raw_row(int64_t p) { return &raw[size_t((p % raw_slots) * head_dim)]; }

@@ -78,6 +78,12 @@ int64_t Session::state_bytes() const {
     return bytes;
 }
 
+int64_t Session::state_bytes_used() const {
+    int64_t bytes = 0;
+    for (const auto& l : layers_) bytes += l->used_bytes(pos());
+    return bytes;
+}
+
 bool Session::can_rewind(int64_t n) const {
     if (n < 0 || n > pos()) return false;
     for (const auto& l : layers_)

@@ -90,8 +90,12 @@ public:
     int64_t pos() const { return int64_t(tokens_.size()); }
     const std::vector<int32_t>& tokens() const { return tokens_; }
     const SessionOptions& options() const { return opt_; }
-    // Bytes of KV state this session holds (raw rings, compressed caches, compressor rings).
+    // Bytes of KV state this session allocated (raw rings, compressed caches, compressor
+    // rings, all sized for the whole context and the rewind slack).
     int64_t state_bytes() const;
+    // Bytes of KV state the positions held now occupy: the raw window rows in use, the
+    // compressed and indexer rows written, the compressors' open windows.
+    int64_t state_bytes_used() const;
     void set_decision_log(DecisionLog* log) { log_ = log; }
 
     struct LayerState;

@@ -129,6 +129,25 @@ TEST(Session, SnapshotRestoreComesBackExactly) {
     EXPECT_THROW(other.restore(*snap), Error) << "a snapshot of different options restored";
 }
 
+TEST(Session, UsedStateGrowsWithPositionsAndFollowsRewinds) {
+    auto m = Model::load(tiny_model());
+    const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 12);
+    Session s(*m, {.ctx = 512});
+    EXPECT_EQ(s.state_bytes_used(), 0);
+    std::vector<int64_t> used;
+    for (int64_t n : {10, 100, 300}) {
+        if (n > s.pos()) s.eval(std::vector<int32_t>(ids.begin() + s.pos(), ids.begin() + n), nullptr);
+        used.push_back(s.state_bytes_used());
+    }
+    // Not monotonic position by position (a ratio-128 compressor's open window empties at every
+    // 128th position), but compressed rows accumulate.
+    EXPECT_LT(used[0], used[1]);
+    EXPECT_LT(used[0], used[2]);
+    EXPECT_LT(used[2], s.state_bytes());  // allocated for 512 positions plus slack
+    s.truncate(100);
+    EXPECT_EQ(s.state_bytes_used(), used[1]);
+}
+
 TEST(Session, CommonPrefix) {
     auto m = Model::load(tiny_model());
     Session s(*m, {.ctx = 64});

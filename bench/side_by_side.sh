@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: DwarfStar (ds4-bench) against llama.cpp (ds4-peer-bench: the oracle's
+# prebuilt libraries at their fastest CPU settings, F16 KV, flash attention auto, repack) on
+# the same DeepSeek-V4-Flash-shaped GGUF, plus a memory read-bandwidth probe. Prints a
+# markdown table (docs/PERFORMANCE.md, "End-to-end").
+#
+#   bench/side_by_side.sh [--quick] [--reps N] [--model FILE] [--build DIR] [--threads N]
+#                         [--gen-tokens N] [--jobs N] [--out DIR]
+#
+# Measured: prefill t/s of a 512- and a 4096-token prompt (each its own single-frontier walk:
+# --ctx-start = --ctx-max = N), and the greedy decode probe's t/s at those contexts. After a
+# warm-up run of each engine, every repetition runs both engines back to back, alternating
+# which goes first, so machine-speed swings hit both; the table shows medians (and ranges).
+# --quick: 2 repetitions of the 512 case only (a smoke run of the whole pipeline).
+#
+# The model defaults to models/flash4.gguf (git-ignored): the real Flash per-layer shape, 4
+# layers with compress ratios 4,128,4,128 and the published q2 recipe, written by
+# ds4-gguf-gen if missing (8.9 GiB). The oracle must be installed (scripts/setup.sh).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+model="$root/models/flash4.gguf"
+build="$root/build"
+threads=2
+reps=3
+gen=32
+jobs=2
+quick=0
+out=""
+reps_given=0
+gen_given=0
+
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --reps) reps="$2"; reps_given=1; shift ;;
+    --model) model="$2"; shift ;;
+    --build) build="$2"; shift ;;
+    --threads) threads="$2"; shift ;;
+    --gen-tokens) gen="$2"; gen_given=1; shift ;;
+    --jobs) jobs="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "side_by_side.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+cases="512 4096"
+if [[ $quick == 1 ]]; then
+  cases="512"
+  [[ $reps_given == 1 ]] || reps=2
+  [[ $gen_given == 1 ]] || gen=16
+fi
+for v in "$reps" "$threads" "$gen" "$jobs"; do
+  [[ "$v" =~ ^[0-9]+$ && "$v" -gt 0 ]] || { echo "side_by_side.sh: '$v' is not a positive integer" >&2; exit 2; }
+done
+out=${out:-"$build/side_by_side/$(date +%Y%m%d-%H%M%S)"}
+mkdir -p "$out"
+bin="$build/bin"
+
+echo "== build (Release, $build)" >&2
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C "$build" -j "$jobs" ds4-bench membw_probe decode_bytes ds4-gguf-gen >&2
+if ! ninja -C "$build" -j "$jobs" ds4-peer-bench >&2; then
+  echo "side_by_side.sh: ds4-peer-bench is not available: install the llama.cpp oracle with scripts/setup.sh" >&2
+  exit 1
+fi
+
+if [[ ! -f "$model" ]]; then
+  mkdir -p "$(dirname "$model")"
+  avail_kib=$(df -Pk "$(dirname "$model")" | awk 'NR == 2 { print $4 }')
+  if (( avail_kib < 10 * 1024 * 1024 )); then
+    echo "side_by_side.sh: $model is missing and $(dirname "$model") has less than 10 GiB free to write it" >&2
+    exit 1
+  fi
+  echo "== writing $model (4-layer Flash shape, ratios 4,128,4,128, q2 recipe; 8.9 GiB)" >&2
+  "$bin/ds4-gguf-gen" --preset flash --layers 4 --ratios 4,128,4,128 -o "$model" --threads "$jobs" >&2
+fi
+
+"$bin/decode_bytes" "$model" > "$out/decode_bytes.txt"
+n_vocab=$(awk '$1 == "n_vocab" { print $2 }' "$out/decode_bytes.txt")
+max_ctx=${cases##* }
+# A fixed pseudo-random token sequence (same for both engines, every run).
+awk -v n="$max_ctx" -v v="$n_vocab" 'BEGIN { srand(1); for (i = 0; i < n; i++) printf "%d ", int(rand() * v); print "" }' \
+  > "$out/ids.txt"
+
+run_one() {  # engine case rep
+  local engine=$1 ctx=$2 rep=$3 exe
+  [[ $engine == ds4 ]] && exe="$bin/ds4-bench" || exe="$bin/ds4-peer-bench"
+  local args=(-m "$model" --token-ids "$out/ids.txt" --ctx-start "$ctx" --ctx-max "$ctx"
+              --gen-tokens "$gen" --threads "$threads" --csv "$out/$engine-$ctx-r$rep.csv")
+  echo "   $engine ctx $ctx rep $rep" >&2
+  if ! "$exe" "${args[@]}" > "$out/$engine-$ctx-r$rep.log" 2>&1; then
+    echo "side_by_side.sh: $engine failed, see $out/$engine-$ctx-r$rep.log:" >&2
+    tail -5 "$out/$engine-$ctx-r$rep.log" >&2
+    exit 1
+  fi
+}
+
+echo "== warm-up (page cache, then $reps repetitions, $threads threads, $gen decode tokens)" >&2
+first=${cases%% *}
+run_one ds4 "$first" 0
+run_one llama "$first" 0
+for ((r = 1; r <= reps; r++)); do
+  for c in $cases; do
+    if (( r % 2 )); then run_one ds4 "$c" "$r"; run_one llama "$c" "$r"
+    else run_one llama "$c" "$r"; run_one ds4 "$c" "$r"; fi
+  done
+done
+
+echo "== memory read bandwidth" >&2
+"$bin/membw_probe" --mib 1024 --threads "$threads" --reps 9 | tee "$out/membw.txt" >&2
+
+python3 - "$out" "$reps" "$threads" "$gen" "$cases" "$model" > "$out/summary.md" <<'EOF'
+import csv, re, statistics, sys
+out, reps, threads, gen, cases, model = sys.argv[1:7]
+reps = int(reps)
+cases = [int(c) for c in cases.split()]
+
+def values(engine, ctx, col):
+    v = []
+    for r in range(1, reps + 1):
+        with open(f"{out}/{engine}-{ctx}-r{r}.csv") as f:
+            rows = list(csv.DictReader(f))
+        v.append(float(rows[-1][col]))
+    return v
+
+def cell(v):
+    m = statistics.median(v)
+    return f"{m:.2f}" if len(v) == 1 else f"{m:.2f} ({min(v):.2f}–{max(v):.2f})"
+
+bw = float(re.search(r"median ([0-9.]+) GB/s", open(f"{out}/membw.txt").read()).group(1))
+bpt = float(re.search(r"bytes_per_token (\d+)", open(f"{out}/decode_bytes.txt").read()).group(1))
+runs = "1 run" if reps == 1 else f"the median of {reps} runs (range in parentheses)"
+print(f"Model {model}, {threads} thread(s), {runs} after a warm-up; decode probe of {gen} "
+      f"tokens.\n")
+print("| measure | ds4 | llama.cpp | ds4 / llama.cpp |")
+print("|---|---|---|---|")
+decode = {}
+for ctx in cases:
+    for col, name in (("prefill_tps", f"prefill t/s, {ctx}-token prompt"),
+                      ("gen_tps", f"decode t/s at context {ctx}")):
+        a, b = values("ds4", ctx, col), values("llama", ctx, col)
+        ma, mb = statistics.median(a), statistics.median(b)
+        ratio = f"{ma / mb:.2f}" if mb > 0 else "n/a"
+        print(f"| {name} | {cell(a)} | {cell(b)} | {ratio} |")
+        if col == "gen_tps":
+            decode[ctx] = (ma, mb)
+print()
+print(f"- memory read bandwidth ({threads} thread(s), membw_probe): {bw:.1f} GB/s")
+print(f"- weight bytes read per decode token (decode_bytes): {bpt / 1e6:.0f} MB")
+for ctx, (ma, mb) in decode.items():
+    print(f"- decode at context {ctx} streams {bpt * ma / 1e9:.2f} GB/s (ds4, "
+          f"{100 * bpt * ma / 1e9 / bw:.0f}% of the bandwidth) vs {bpt * mb / 1e9:.2f} GB/s "
+          f"(llama.cpp, {100 * bpt * mb / 1e9 / bw:.0f}%)")
+EOF
+echo "== results in $out" >&2
+cat "$out/summary.md"

@@ -1,0 +1,239 @@
+// The ds4-bench contract on a generated tiny model: `ds4-bench -m MODEL --token-ids FILE
+// --ctx-start N --ctx-max N --step-incr N --gen-tokens N --threads N --csv OUT` writes
+// upstream's CSV with one row per frontier (incremental prefill intervals, positive finite
+// rates, KV bytes growing with the context), its decode probe is the greedy continuation
+// from the frontier (so snapshot/restore really brings the session back), bad arguments
+// fail with a clear message, and bench/plot_speed.py turns the CSV into an SVG. Timings
+// themselves are benchmarks (docs/PERFORMANCE.md), not tests.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "tool_run.h"
+
+namespace ds4::model {
+namespace {
+
+using oracle::binary;
+using oracle::run_command;
+
+struct CsvRow {
+    long long ctx = 0, prefill = 0, gen = 0, kv = 0;
+    double prefill_tps = 0, gen_tps = 0;
+};
+
+std::vector<std::string> read_lines(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+}
+
+// Parses the CSV; fails the test on the header or a malformed row.
+std::vector<CsvRow> read_csv(const std::string& path) {
+    const auto lines = read_lines(path);
+    EXPECT_FALSE(lines.empty()) << path;
+    if (lines.empty()) return {};
+    EXPECT_EQ(lines[0], "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes");
+    std::vector<CsvRow> rows;
+    for (size_t i = 1; i < lines.size(); ++i) {
+        CsvRow r;
+        char c[5];
+        std::istringstream ss(lines[i]);
+        ss >> r.ctx >> c[0] >> r.prefill >> c[1] >> r.prefill_tps >> c[2] >> r.gen >> c[3] >>
+            r.gen_tps >> c[4] >> r.kv;
+        EXPECT_TRUE(ss && ss.peek() == EOF) << "row " << i << ": " << lines[i];
+        for (char k : c) EXPECT_EQ(k, ',') << lines[i];
+        rows.push_back(r);
+    }
+    return rows;
+}
+
+class BenchCli : public ::testing::Test {
+protected:
+    void SetUp() override {
+        model_ = dir_.file("tiny.gguf");
+        ASSERT_EQ(run_command({binary("ds4-gguf-gen"), "-q", "-o", model_, "--preset", "tiny",
+                               "--seed", "9"}).exit_code, 0);
+        n_vocab_ = Model::load(model_)->config().n_vocab;
+        ids_ = oracle::random_token_ids(100, n_vocab_, 5);
+        ids_file_ = dir_.file("ids.txt");
+        oracle::write_token_ids(ids_file_, ids_);
+    }
+
+    oracle::RunResult bench(std::vector<std::string> extra) {
+        std::vector<std::string> argv = {binary("ds4-bench"), "-m", model_, "--threads", "2"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        return run_command(argv);
+    }
+
+    oracle::TempDir dir_;
+    std::string model_, ids_file_;
+    int64_t n_vocab_ = 0;
+    std::vector<int32_t> ids_;
+};
+
+TEST_F(BenchCli, OneRowPerFrontierWithIncrementalPrefill) {
+    const std::string csv = dir_.file("out.csv");
+    const auto r = bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "80",
+                          "--step-incr", "16", "--gen-tokens", "4", "--csv", csv});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = read_csv(csv);
+    ASSERT_EQ(rows.size(), 4u);
+    const long long ctx[] = {32, 48, 64, 80}, prefill[] = {32, 16, 16, 16};
+    for (size_t i = 0; i < rows.size(); ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(rows[i].ctx, ctx[i]);
+        EXPECT_EQ(rows[i].prefill, prefill[i]);
+        EXPECT_EQ(rows[i].gen, 4);
+        EXPECT_TRUE(std::isfinite(rows[i].prefill_tps) && rows[i].prefill_tps > 0);
+        EXPECT_TRUE(std::isfinite(rows[i].gen_tps) && rows[i].gen_tps > 0);
+        EXPECT_GT(rows[i].kv, 0);
+        if (i > 0) {
+            EXPECT_GT(rows[i].kv, rows[i - 1].kv) << "KV bytes must grow with the context";
+        }
+    }
+    // The table on stdout has the same frontiers.
+    EXPECT_NE(r.output.find("prefill t/s"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchCli, LastFrontierLandsOnCtxMaxAndZeroGenIsPrefillOnly) {
+    const std::string csv = dir_.file("out.csv");
+    const auto r = bench({"--token-ids", ids_file_, "--ctx-start", "20", "--ctx-max", "50",
+                          "--step-incr", "12", "--gen-tokens", "0", "--csv", csv});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = read_csv(csv);
+    ASSERT_EQ(rows.size(), 4u);  // 20, 32, 44, then a shorter step to 50
+    EXPECT_EQ(rows[2].ctx, 44);
+    EXPECT_EQ(rows[3].ctx, 50);
+    EXPECT_EQ(rows[3].prefill, 6);
+    for (const auto& row : rows) {
+        EXPECT_EQ(row.gen, 0);
+        EXPECT_EQ(row.gen_tps, 0.0);
+    }
+}
+
+// Each probe must be exactly the greedy continuation of the frontier's prefix: what `ds4
+// --token-ids PREFIX -n N` prints from a fresh session. A probe that leaked into the next
+// frontier (a broken restore) or a wrong first token would change the ids.
+TEST_F(BenchCli, ProbeIsTheGreedyContinuationOfEachFrontier) {
+    const std::string probes = dir_.file("probes.txt");
+    const auto r = bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "64",
+                          "--step-incr", "16", "--gen-tokens", "5", "--prefill-chunk", "16",
+                          "--dump-probe-ids", probes});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto lines = read_lines(probes);
+    ASSERT_EQ(lines.size(), 3u);
+    const int frontiers[] = {32, 48, 64};
+    for (size_t i = 0; i < lines.size(); ++i) {
+        const std::string prefix = dir_.file("prefix.txt");
+        oracle::write_token_ids(prefix, {ids_.begin(), ids_.begin() + frontiers[i]});
+        const auto ref = run_command({binary("ds4"), "-m", model_, "--token-ids", prefix, "-n",
+                                      "5", "--prefill-chunk", "16", "--threads", "2", "--ctx",
+                                      "128"});
+        ASSERT_EQ(ref.exit_code, 0) << ref.output;
+        // ds4's output starts with the ids (its timing line on stderr may follow directly).
+        ASSERT_FALSE(lines[i].empty());
+        EXPECT_EQ(ref.output.rfind(lines[i], 0), 0u) << "frontier " << frontiers[i] << ": "
+                                                      << lines[i] << " vs " << ref.output;
+        EXPECT_FALSE(std::isdigit(static_cast<unsigned char>(ref.output[lines[i].size()])))
+            << ref.output;
+    }
+}
+
+TEST_F(BenchCli, BadArgumentsFailWithAClearMessage) {
+    struct Case {
+        std::vector<std::string> args;
+        std::string message;
+    };
+    std::ofstream(dir_.file("bad.txt")) << "1 2 x3\n";
+    const std::vector<Case> cases = {
+        {{"--ctx-start", "8", "--ctx-max", "16"}, "--prompt-file FILE or --token-ids FILE"},
+        {{"--token-ids", ids_file_, "--ctx-start", "64", "--ctx-max", "200"},
+         "fewer than the last frontier 200"},
+        {{"--token-ids", ids_file_, "--ctx-start", "64", "--ctx-max", "32"},
+         "--ctx-max 32 is smaller than --ctx-start 64"},
+        {{"--token-ids", ids_file_, "--ctx-start", "0", "--ctx-max", "32"}, "--ctx-start must be positive"},
+        {{"--token-ids", ids_file_, "--ctx-start", "8", "--ctx-max", "16", "--step-incr", "0"},
+         "--step-incr must be positive"},
+        {{"--token-ids", ids_file_, "--ctx-start", "8", "--ctx-max", "16", "--gen-tokens", "8",
+          "--ctx", "20"},
+         "--ctx 20 is too small"},
+        {{"--token-ids", dir_.file("bad.txt"), "--ctx-start", "2", "--ctx-max", "2"},
+         "'x3' (token 2) is not a token id"},
+        {{"--token-ids", dir_.file("missing.txt"), "--ctx-start", "2", "--ctx-max", "2"},
+         "missing.txt"},
+        {{"--token-ids", ids_file_, "--prompt-file", ids_file_}, "excludes"},
+        {{"--token-ids", ids_file_, "--no-such-flag"}, "no-such-flag"},
+    };
+    for (const auto& c : cases) {
+        const auto r = bench(c.args);
+        EXPECT_NE(r.exit_code, 0) << c.message << "\n" << r.output;
+        EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
+    }
+    // A token id outside the vocabulary, reported with its position.
+    oracle::write_token_ids(dir_.file("big.txt"), {1, 2, int32_t(n_vocab_)});
+    const auto big = bench({"--token-ids", dir_.file("big.txt"), "--ctx-start", "3", "--ctx-max",
+                            "3", "--gen-tokens", "1"});
+    EXPECT_EQ(big.exit_code, 1);
+    EXPECT_NE(big.output.find("token 2 is " + std::to_string(n_vocab_)), std::string::npos)
+        << big.output;
+    // A model without a vocabulary cannot tokenize --prompt-file text: say so.
+    std::ofstream(dir_.file("prompt.txt")) << "hello";
+    const auto text = bench({"--prompt-file", dir_.file("prompt.txt"), "--ctx-start", "1",
+                             "--ctx-max", "1", "--gen-tokens", "1"});
+    EXPECT_EQ(text.exit_code, 1) << text.output;
+    EXPECT_NE(text.output.find("ds4-bench: "), std::string::npos) << text.output;
+}
+
+TEST_F(BenchCli, HelpDocumentsEveryFlag) {
+    const auto r = run_command({binary("ds4-bench"), "--help"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const char* flag : {"--model", "--prompt-file", "--token-ids", "--ctx-start", "--ctx-max",
+                             "--step-incr", "--gen-tokens", "--csv", "--threads", "--ctx",
+                             "--prefill-chunk", "--no-qat", "--dump-probe-ids"})
+        EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+}
+
+// bench/plot_speed.py (pure stdlib) draws one marker per row and series.
+TEST_F(BenchCli, PlotScriptWritesAValidSvg) {
+    if (run_command({"python3", "--version"}).exit_code != 0) GTEST_SKIP() << "no python3";
+    const std::string csv = dir_.file("out.csv");
+    ASSERT_EQ(bench({"--token-ids", ids_file_, "--ctx-start", "16", "--ctx-max", "64",
+                     "--step-incr", "16", "--gen-tokens", "2", "--csv", csv}).exit_code, 0);
+    const auto root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+    const std::string script = (root / "bench" / "plot_speed.py").string();
+    const std::string svg = dir_.file("out.svg");
+    const auto r = run_command({"python3", script, csv, "--title", "tiny <test>", "-o", svg});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // Well-formed XML with an svg root (the title's '<' escaped).
+    const auto parse = run_command(
+        {"python3", "-c",
+         "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
+         "ns = '{http://www.w3.org/2000/svg}'; assert r.tag == ns + 'svg', r.tag; "
+         "print(len(r.findall('.//' + ns + 'circle[@class=\"prefill\"]')), "
+         "len(r.findall('.//' + ns + 'circle[@class=\"decode\"]')))",
+         svg});
+    ASSERT_EQ(parse.exit_code, 0) << parse.output;
+    EXPECT_EQ(parse.output, "4 4\n");
+    std::ifstream in(svg);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_NE(ss.str().find("tiny &lt;test&gt;"), std::string::npos);
+
+    // A file that is not a ds4-bench CSV is refused.
+    std::ofstream(dir_.file("bad.csv")) << "a,b\n1,2\n";
+    const auto bad = run_command({"python3", script, dir_.file("bad.csv"), "-o", svg});
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.output.find("ctx_tokens"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace ds4::model

@@ -1,0 +1,66 @@
+// Smoke test of ds4-peer-bench (bench/peer_bench.cpp), the llama.cpp side of the side-by-side
+// benchmark: on a generated tiny model it walks the same frontiers as ds4-bench and writes
+// the same CSV columns, and its decode probe is undone (llama_state_seq_set_data) so that a
+// later frontier's probe equals that of a fresh walk starting there.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "tool_run.h"
+
+namespace ds4::oracle {
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+}
+
+TEST(PeerBench, WalksTheFrontiersAndRestoresAfterEachProbe) {
+    if (!std::filesystem::exists(binary("ds4-peer-bench")))
+        GTEST_SKIP() << "ds4-peer-bench not built (bench/ needs the oracle)";
+    TempDir dir;
+    const std::string model = dir.file("tiny.gguf");
+    ASSERT_EQ(run_command({binary("ds4-gguf-gen"), "-q", "-o", model, "--preset", "tiny",
+                           "--seed", "3"}).exit_code, 0);
+    const int64_t V = model::Model::load(model)->config().n_vocab;
+    write_token_ids(dir.file("ids.txt"), random_token_ids(64, V, 11));
+
+    const auto walk = [&](const std::string& start, const std::string& csv,
+                          const std::string& probes) {
+        return run_command({binary("ds4-peer-bench"), "-m", model, "--token-ids",
+                            dir.file("ids.txt"), "--ctx-start", start, "--ctx-max", "48",
+                            "--step-incr", "16", "--gen-tokens", "4", "--threads", "2", "--csv",
+                            csv, "--dump-probe-ids", probes});
+    };
+    const auto r = walk("16", dir.file("a.csv"), dir.file("a.txt"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto csv = read_lines(dir.file("a.csv"));
+    ASSERT_EQ(csv.size(), 4u) << r.output;
+    EXPECT_EQ(csv[0], "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes");
+    EXPECT_EQ(csv[1].rfind("16,16,", 0), 0u) << csv[1];
+    EXPECT_EQ(csv[2].rfind("32,16,", 0), 0u) << csv[2];
+    EXPECT_EQ(csv[3].rfind("48,16,", 0), 0u) << csv[3];
+
+    // A fresh walk from 48 must decode what the first walk decoded there after two restores.
+    const auto fresh = walk("48", dir.file("b.csv"), dir.file("b.txt"));
+    ASSERT_EQ(fresh.exit_code, 0) << fresh.output;
+    const auto probes = read_lines(dir.file("a.txt")), fresh_probes = read_lines(dir.file("b.txt"));
+    ASSERT_EQ(probes.size(), 3u);
+    ASSERT_EQ(fresh_probes.size(), 1u);
+    EXPECT_EQ(probes[2], fresh_probes[0]);
+
+    const auto bad = run_command({binary("ds4-peer-bench"), "-m", model, "--token-ids",
+                                  dir.file("ids.txt"), "--ctx-start", "16", "--ctx-max", "100"});
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.output.find("fewer than the last frontier 100"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace ds4::oracle

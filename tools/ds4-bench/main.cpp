@@ -1,0 +1,98 @@
+// ds4-bench: throughput at context frontiers (PRODUCT.md §3.5). Loads the model once, walks a
+// fixed token sequence with incremental prefill, probes greedy decode at every frontier from
+// a KV snapshot, and reports upstream's CSV columns plus a table on stdout.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "frontier.h"
+#include "model/model.h"
+#include "options.h"
+#include "report.h"
+#include "sweep.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds4::bench {
+namespace {
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot read --prompt-file {}", path);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+int run(const Options& o) {
+    const std::vector<int32_t> file_ids =
+        o.token_ids.empty() ? std::vector<int32_t>{} : read_token_ids(o.token_ids);
+    frontiers(o.shape);  // flag errors before the (slow) load
+    auto model = model::Model::load(o.model);
+    const gguf::File& file = model->file();
+
+    std::vector<int32_t> ids = file_ids;
+    std::string source = o.token_ids;
+    if (!o.prompt_file.empty()) {
+        const std::string text = read_file(o.prompt_file);
+        ids = tokenizer::Tokenizer::from_gguf(file)->encode(text);
+        source = "--prompt-file " + o.prompt_file;
+    }
+    check_sequence(ids, o.shape, model->config().n_vocab, source);
+
+    SweepOptions so;
+    so.shape = o.shape;
+    so.session.ctx = o.ctx > 0 ? o.ctx : context_needed(o.shape);
+    so.session.threads =
+        o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    so.session.prefill_chunk = o.prefill_chunk;
+    so.session.qat = o.qat;
+    const char* eos_key = "tokenizer.ggml.eos_token_id";
+    if (file.find(eos_key)) so.eos = int32_t(file.get_u32(eos_key));
+
+    std::printf("ds4-bench: %s, %zu tokens, %zu frontiers, %d threads, ctx %lld, prefill chunk %lld%s\n",
+                o.model.c_str(), ids.size(), frontiers(o.shape).size(), so.session.threads,
+                static_cast<long long>(so.session.ctx), static_cast<long long>(o.prefill_chunk),
+                o.qat ? "" : ", no QAT");
+    CsvWriter csv(o.csv);
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> probes(nullptr, &std::fclose);
+    if (!o.dump_probe_ids.empty()) {
+        probes.reset(std::fopen(o.dump_probe_ids.c_str(), "w"));
+        if (!probes) fail("--dump-probe-ids {}: cannot open for writing", o.dump_probe_ids);
+    }
+    print_table_header(stdout);
+    run_sweep(*model, ids, so, [&](const Row& r, const std::vector<int32_t>& probe) {
+        print_table_row(stdout, r);
+        csv.add(r);
+        if (probes) {
+            for (size_t i = 0; i < probe.size(); ++i)
+                std::fprintf(probes.get(), i ? " %d" : "%d", probe[i]);
+            std::fprintf(probes.get(), "\n");
+            if (std::fflush(probes.get()) != 0)
+                fail("--dump-probe-ids {}: write failed", o.dump_probe_ids);
+        }
+    });
+    return 0;
+}
+
+}  // namespace
+}  // namespace ds4::bench
+
+int main(int argc, char** argv) {
+    const auto parsed = ds4::bench::parse_options(argc, argv);
+    if (parsed.exit_code) return *parsed.exit_code;
+    try {
+        return ds4::bench::run(parsed.options);
+    } catch (const ds4::Error& e) {
+        std::fprintf(stderr, "ds4-bench: %s\n", e.what());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4-bench: internal error: %s\n", e.what());
+    }
+    return 1;
+}

@@ -1,0 +1,79 @@
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+namespace ds4::bench {
+
+ParseResult parse_options(int argc, char** argv) {
+    ParseResult r;
+    Options& o = r.options;
+    CLI::App app{"ds4-bench: prefill and decode throughput at growing context frontiers (DwarfStar "
+                 "C++)", "ds4-bench"};
+    app.get_formatter()->column_width(30);
+    app.add_option("-m,--model", o.model, "GGUF model file (default ./ds4flash.gguf)")
+        ->option_text("FILE");
+    auto* prompt = app.add_option("--prompt-file", o.prompt_file,
+                                  "Text to walk, tokenized raw (no BOS, no chat template); needs "
+                                  "a model with a vocabulary")
+                       ->option_text("FILE")->group("Token sequence (one is required)");
+    auto* ids = app.add_option("--token-ids", o.token_ids,
+                               "Whitespace-separated token ids to walk, used as they are (works "
+                               "for models without a vocabulary)")
+                    ->option_text("FILE")->group("Token sequence (one is required)");
+    prompt->excludes(ids);
+    auto& s = o.shape;
+    app.add_option("--ctx-start", s.ctx_start, "First frontier in tokens (default 2048)")
+        ->group("Frontiers");
+    app.add_option("--ctx-max", s.ctx_max,
+                   "Last frontier at most (default 32768); the sequence must hold that many "
+                   "tokens (it is not repeated)")
+        ->group("Frontiers");
+    app.add_option("--step-incr", s.step_incr, "Distance between frontiers (default 2048)")
+        ->group("Frontiers");
+    app.add_option("--gen-tokens", s.gen_tokens,
+                   "Tokens of the greedy decode probe at each frontier (default 128; 0: prefill "
+                   "only)")
+        ->group("Frontiers");
+    app.add_option("--csv", o.csv,
+                   "Write ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes, "
+                   "one row per frontier")
+        ->option_text("OUT")->group("Output");
+    app.add_option("--dump-probe-ids", o.dump_probe_ids,
+                   "Write each probe's greedy token ids, one line per frontier (diagnostics)")
+        ->option_text("FILE")->group("Output");
+    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber)->group("Runtime");
+    app.add_option("-c,--ctx,--ctx-alloc", o.ctx,
+                   "Positions to allocate (default: the last frontier + --gen-tokens)")
+        ->check(CLI::NonNegativeNumber)->group("Runtime");
+    app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
+        ->check(CLI::PositiveNumber)->group("Runtime");
+    app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
+                 "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
+        ->group("Runtime");
+    app.footer(
+        "Each row prefills only the tokens since the previous frontier (prefill_tokens) and times\n"
+        "them; then, from a snapshot of the KV state, it times a greedy decode of --gen-tokens\n"
+        "tokens (an EOS argmax takes the next best token), and restores the snapshot.\n"
+        "Examples:\n"
+        "  ds4-bench -m ds4flash.gguf --prompt-file speed-bench/promessi_sposi.txt --csv out.csv\n"
+        "  ds4-bench -m models/flash4.gguf --token-ids ids.txt --ctx-start 512 --ctx-max 4096 \\\n"
+        "            --step-incr 512 --gen-tokens 32 --threads 2 --csv out.csv\n"
+        "  bench/plot_speed.py out.csv --title \"my machine\" > out.svg");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        r.exit_code = app.exit(e);
+        return r;
+    }
+    if (o.prompt_file.empty() && o.token_ids.empty()) {
+        std::fprintf(stderr, "ds4-bench: give the sequence to walk: --prompt-file FILE or "
+                             "--token-ids FILE (see --help)\n");
+        r.exit_code = 2;
+    }
+    return r;
+}
+
+}  // namespace ds4::bench

@@ -1,0 +1,62 @@
+#include "sweep.h"
+
+#include <chrono>
+
+#include "common/error.h"
+
+namespace ds4::bench {
+
+std::vector<Row> run_sweep(const model::Model& model, const std::vector<int32_t>& ids,
+                           const SweepOptions& opt, const RowCallback& on_row) {
+    using clock = std::chrono::steady_clock;
+    const auto seconds = [](clock::time_point a, clock::time_point b) {
+        return std::chrono::duration<double>(b - a).count();
+    };
+    const std::vector<int64_t> fronts = frontiers(opt.shape);
+    const int64_t need = context_needed(opt.shape);
+    if (opt.session.ctx < need)
+        fail("--ctx {} is too small: the last frontier {} plus --gen-tokens {} needs {}",
+             opt.session.ctx, fronts.back(), opt.shape.gen_tokens, need);
+    if (int64_t(ids.size()) < fronts.back())
+        fail("{} tokens to walk, fewer than the last frontier {}", ids.size(), fronts.back());
+    const int64_t V = model.config().n_vocab;
+
+    model::Session s(model, opt.session);
+    std::vector<Row> rows;
+    std::vector<float> logits, step_logits;
+    std::vector<int32_t> probe;
+    int64_t done = 0;
+    for (const int64_t f : fronts) {
+        Row r;
+        r.ctx_tokens = f;
+        r.prefill_tokens = f - done;
+        const std::vector<int32_t> interval(ids.begin() + done, ids.begin() + f);
+        const auto t0 = clock::now();
+        s.eval(interval, &logits);
+        r.prefill_tps = double(r.prefill_tokens) / seconds(t0, clock::now());
+        done = f;
+        r.kvcache_bytes = s.state_bytes_used();
+
+        probe.clear();
+        r.gen_tokens = opt.shape.gen_tokens;
+        if (r.gen_tokens > 0) {
+            // Nothing follows the last frontier: no need to come back to it.
+            const bool last = f == fronts.back();
+            const auto snap = last ? nullptr : s.snapshot();
+            const auto t1 = clock::now();
+            int32_t next = greedy_non_eos(logits.data(), V, opt.eos);
+            for (int64_t i = 0; i < r.gen_tokens; ++i) {
+                probe.push_back(next);
+                s.eval({next}, &step_logits);
+                next = greedy_non_eos(step_logits.data(), V, opt.eos);
+            }
+            r.gen_tps = double(r.gen_tokens) / seconds(t1, clock::now());
+            if (snap) s.restore(*snap);
+        }
+        rows.push_back(r);
+        if (on_row) on_row(r, probe);
+    }
+    return rows;
+}
+
+}  // namespace ds4::bench

@@ -1,0 +1,30 @@
+// The frontier sweep of ds4-bench over one loaded model (frontier.h describes the walk):
+// incremental prefill through a Session, then at each frontier Session::snapshot(), a timed
+// greedy decode probe, Session::restore().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "frontier.h"
+#include "model/model.h"
+#include "report.h"
+
+namespace ds4::bench {
+
+struct SweepOptions {
+    SweepShape shape;
+    model::SessionOptions session;  // session.ctx must hold context_needed(shape)
+    int32_t eos = -1;               // never chosen by the probe (-1: no EOS)
+};
+
+// Called after each frontier with its row and the ids the probe decoded.
+using RowCallback = std::function<void(const Row&, const std::vector<int32_t>& probe_ids)>;
+
+// Walks `ids` (check_sequence() must accept them) and returns one row per frontier. Throws
+// ds4::Error (e.g. a context too small for the walk).
+std::vector<Row> run_sweep(const model::Model& model, const std::vector<int32_t>& ids,
+                           const SweepOptions& opt, const RowCallback& on_row);
+
+}  // namespace ds4::bench
