@@ -9,7 +9,7 @@ cache="$root/.cache/oracle"
 
 debs=(build-essential cmake ninja-build git clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-      libpcre2-dev libcpp-httplib-dev libfmt-dev libedit-dev pkg-config python3)
+      libpcre2-dev libcpp-httplib-dev libfmt-dev libedit-dev pkg-config python3 curl)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -44,4 +44,12 @@ if [ ! -f "$root/.cache/jinja/.complete" ]; then
   echo "setup: installing @huggingface/jinja into .cache/jinja"
   npm install --silent --no-audit --no-fund --prefix "$root/.cache/jinja" @huggingface/jinja@0.5.11 >/dev/null
   touch "$root/.cache/jinja/.complete"
+fi
+
+# Official API clients for the ds4-server tests (tests/server/js, test-only).
+if [ ! -f "$root/.cache/clients/.complete" ]; then
+  echo "setup: installing the openai and @anthropic-ai/sdk npm clients into .cache/clients"
+  npm install --silent --no-audit --no-fund --prefix "$root/.cache/clients" openai@7.59.0 \
+      @anthropic-ai/sdk@1.14.0 >/dev/null
+  touch "$root/.cache/clients/.complete"
 fi

@@ -1,0 +1,28 @@
+// One request on its way to the engine: the tokenized prompt, what to generate, how to report
+// it (the API writer) and where to put the bytes (the channel).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/channel.h"
+#include "server/request.h"
+#include "server/writer.h"
+
+namespace ds4::server {
+
+struct Job {
+    Request request;
+    std::vector<int32_t> prompt;
+    bool thinking = true;          // the prompt ends with <｜Assistant｜><think>
+    int64_t max_tokens = 0;        // output limit (also capped by the context)
+    std::optional<std::vector<int32_t>> forced;  // test hook: emit these ids
+    std::unique_ptr<ApiWriter> writer;
+    std::shared_ptr<Channel> channel;
+    std::chrono::steady_clock::time_point enqueued;
+};
+
+}  // namespace ds4::server

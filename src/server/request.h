@@ -1,0 +1,65 @@
+// The four HTTP APIs' request bodies turned into one internal request (PRODUCT.md §4.3, §4.4):
+// messages for the chat renderer, the tools array in OpenAI form, thinking mode, sampling,
+// limits and streaming options. parse_request() is a pure function of the JSON text (no
+// sockets, no model), so it can be fuzzed; bad input throws RequestError with the HTTP status
+// and the message the client sees.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/message.h"
+#include "chat/render.h"
+#include "common/error.h"
+#include "sampling/sampler.h"
+
+namespace ds4::server {
+
+enum class Api { Chat, Completions, Messages, Responses };
+const char* to_string(Api api);
+
+// A client error: status (400 unless said otherwise) and message; `param` names the request
+// field when one is to blame (OpenAI error shape).
+class RequestError : public Error {
+public:
+    RequestError(int status, const std::string& message, std::string param = {},
+                 std::string code = {})
+        : Error(message), status(status), param(std::move(param)), code(std::move(code)) {}
+    int status;
+    std::string param;
+    std::string code;
+};
+
+// A tool as the client named it (Responses keeps wire names and namespaces for its output).
+struct ToolName {
+    std::string name;       // the name rendered into the prompt and parsed back
+    std::string wire_name;  // the name reported to the client
+    std::string ns;         // Responses namespace, if any
+    bool custom = false;    // Responses freeform "custom" tool: rendered as a function with one
+                            // string parameter "input", reported as a custom_tool_call
+};
+
+struct Request {
+    Api api = Api::Chat;
+    std::string model;
+    std::vector<chat::Message> messages;
+    std::string tools_json;        // OpenAI tools array ({type:function, function:{...}}); empty: none
+    std::vector<ToolName> tools;   // the tools in tools_json, in order
+    std::string response_format_json;  // a JSON schema the answer must follow (prompted, not enforced)
+    chat::ThinkingMode thinking = chat::ThinkingMode::High;
+    sampling::SamplerParams sampling;
+    bool seed_given = false;
+    std::optional<int64_t> max_tokens;  // the client's output limit
+    std::vector<std::string> stop;      // stop sequences (non-empty strings)
+    bool stream = false;
+    bool include_usage = false;         // chat/completions: stream_options.include_usage
+    bool reasoning_summary = false;     // responses: reasoning.summary opted in to reasoning events
+};
+
+// Parses one request body for `api`. Throws RequestError (never anything else for any input).
+Request parse_request(Api api, std::string_view body);
+
+}  // namespace ds4::server

@@ -1,0 +1,248 @@
+#include "server/request_fields.h"
+
+namespace ds4::server::detail {
+
+chat::Message message(chat::Role role, std::string content) {
+    chat::Message m;
+    m.role = role;
+    m.content = std::move(content);
+    return m;
+}
+
+[[noreturn]] void bad(const std::string& message, std::string param) {
+    throw RequestError(400, message, std::move(param));
+}
+
+// Absent and null are the same thing to every API.
+const ojson* field(const ojson& obj, const char* key) {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+std::string get_string(const ojson& obj, const char* key, const std::string& dflt) {
+    const ojson* v = field(obj, key);
+    if (!v) return dflt;
+    if (!v->is_string()) bad(fmt::format("invalid JSON request: '{}' must be a string", key), key);
+    return v->get<std::string>();
+}
+
+std::optional<bool> get_bool(const ojson& obj, const char* key) {
+    const ojson* v = field(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) bad(fmt::format("invalid JSON request: '{}' must be a boolean", key), key);
+    return v->get<bool>();
+}
+
+std::optional<double> get_number(const ojson& obj, const char* key) {
+    const ojson* v = field(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) bad(fmt::format("invalid JSON request: '{}' must be a number", key), key);
+    return v->get<double>();
+}
+
+std::optional<int64_t> get_int(const ojson& obj, const char* key) {
+    const ojson* v = field(obj, key);
+    if (!v) return std::nullopt;
+    if (v->is_number_unsigned()) {
+        const uint64_t u = v->get<uint64_t>();
+        return u > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(u);
+    }
+    if (!v->is_number_integer())
+        bad(fmt::format("invalid JSON request: '{}' must be an integer", key), key);
+    return v->get<int64_t>();
+}
+
+const ojson* get_array(const ojson& obj, const char* key) {
+    const ojson* v = field(obj, key);
+    if (v && !v->is_array()) bad(fmt::format("invalid JSON request: '{}' must be an array", key), key);
+    return v;
+}
+
+const ojson* get_object(const ojson& obj, const char* key) {
+    const ojson* v = field(obj, key);
+    if (v && !v->is_object()) bad(fmt::format("invalid JSON request: '{}' must be an object", key), key);
+    return v;
+}
+
+// Text of a content value: a string, or an array of strings and parts carrying "text"
+// (OpenAI {type:text}, Responses input_text/output_text/..., Anthropic text blocks).
+std::string content_text(const ojson& v, const char* what) {
+    if (v.is_null()) return {};
+    if (v.is_string()) return v.get<std::string>();
+    if (!v.is_array()) bad(fmt::format("invalid JSON request: {} must be a string or an array", what));
+    std::string out;
+    for (const auto& part : v) {
+        if (part.is_string()) {
+            out += part.get<std::string>();
+            continue;
+        }
+        if (!part.is_object()) bad(fmt::format("invalid JSON request: {} parts must be objects", what));
+        const std::string type = get_string(part, "type");
+        if (type.find("image") != std::string::npos || type.find("audio") != std::string::npos ||
+            type == "input_file" || type == "document")
+            bad(fmt::format("content part type '{}' is not supported (text only)", type));
+        if (const ojson* t = field(part, "text")) {
+            if (!t->is_string()) bad(fmt::format("invalid JSON request: {} text must be a string", what));
+            out += t->get<std::string>();
+        }
+    }
+    return out;
+}
+
+// Tool-call arguments arrive as a JSON string or as raw JSON.
+std::string arguments_text(const ojson* v) {
+    if (!v) return "{}";
+    if (v->is_string()) return v->get<std::string>();
+    return v->dump();
+}
+
+chat::Role role_of(const std::string& s) {
+    try {
+        const chat::Role r = chat::role_from_string(s);
+        // Developer text belongs to the system area (PRODUCT.md §4.3).
+        return r == chat::Role::Developer ? chat::Role::System : r;
+    } catch (const Error&) {
+        bad(fmt::format("invalid JSON request: unknown message role '{}'", s), "messages");
+    }
+}
+
+void add_function_tool(Request& r, ojson& out, const ojson& function, const std::string& ns) {
+    if (!function.is_object()) bad("invalid JSON request: a tool's function must be an object", "tools");
+    const std::string name = get_string(function, "name");
+    if (name.empty()) bad("invalid JSON request: a tool needs a name", "tools");
+    out.push_back(ojson{{"type", "function"}, {"function", function}});
+    r.tools.push_back({name, name, ns});
+}
+
+// tool_choice: only "none" (or Anthropic {type:none}) changes anything: tools are dropped.
+void apply_tool_choice_none(Request& r, const ojson& j) {
+    const ojson* c = field(j, "tool_choice");
+    if (!c) return;
+    const bool none = (c->is_string() && *c == "none") ||
+                      (c->is_object() && c->value("type", ojson()) == "none");
+    if (none) {
+        r.tools_json.clear();
+        r.tools.clear();
+    }
+}
+
+// Thinking controls of §4.4. Returns true when an explicit field decided the mode.
+bool apply_effort(Request& r, const std::string& effort, const char* key) {
+    if (effort == "none") r.thinking = chat::ThinkingMode::Off;
+    else if (effort == "max") r.thinking = chat::ThinkingMode::Max;
+    else if (effort == "xhigh" || effort == "high" || effort == "medium" || effort == "low" ||
+             effort == "minimal")
+        r.thinking = chat::ThinkingMode::High;
+    else
+        bad(fmt::format("invalid JSON request: unknown {} '{}'", key, effort), key);
+    return true;
+}
+
+void thinking_controls(Request& r, const ojson& j) {
+    bool explicit_mode = false;
+    if (const ojson* t = field(j, "thinking")) {
+        if (t->is_boolean()) {
+            r.thinking = t->get<bool>() ? chat::ThinkingMode::High : chat::ThinkingMode::Off;
+        } else if (t->is_object()) {
+            const std::string type = get_string(*t, "type", "enabled");
+            if (type == "disabled") r.thinking = chat::ThinkingMode::Off;
+            else if (type == "enabled" || type == "adaptive") r.thinking = chat::ThinkingMode::High;
+            else bad(fmt::format("invalid JSON request: unknown thinking type '{}'", type), "thinking");
+        } else {
+            bad("invalid JSON request: 'thinking' must be an object or a boolean", "thinking");
+        }
+        explicit_mode = true;
+    }
+    if (auto think = get_bool(j, "think")) {
+        r.thinking = *think ? chat::ThinkingMode::High : chat::ThinkingMode::Off;
+        explicit_mode = true;
+    }
+    if (const ojson* oc = get_object(j, "output_config"))
+        if (field(*oc, "effort")) explicit_mode = apply_effort(r, get_string(*oc, "effort"), "effort");
+    if (field(j, "reasoning_effort"))
+        explicit_mode = apply_effort(r, get_string(j, "reasoning_effort"), "reasoning_effort");
+    if (const ojson* re = get_object(j, "reasoning"))  // Responses
+        if (field(*re, "effort")) explicit_mode = apply_effort(r, get_string(*re, "effort"), "effort");
+    if (!explicit_mode) {
+        if (r.model == "deepseek-chat") r.thinking = chat::ThinkingMode::Off;
+        else if (r.model == "deepseek-reasoner") r.thinking = chat::ThinkingMode::High;
+    }
+}
+
+void sampling_fields(Request& r, const ojson& j) {
+    sampling::SamplerParams p;
+    if (auto v = get_number(j, "temperature")) {
+        if (*v < 0) bad("invalid JSON request: 'temperature' must be >= 0", "temperature");
+        p.temperature = float(*v);
+    }
+    if (auto v = get_number(j, "top_p")) {
+        if (*v < 0 || *v > 1) bad("invalid JSON request: 'top_p' must be in [0, 1]", "top_p");
+        p.top_p = float(*v);
+    }
+    if (auto v = get_number(j, "min_p")) {
+        if (*v < 0 || *v > 1) bad("invalid JSON request: 'min_p' must be in [0, 1]", "min_p");
+        p.min_p = float(*v);
+    }
+    if (auto v = get_int(j, "top_k")) {
+        if (*v < 0) bad("invalid JSON request: 'top_k' must be >= 0", "top_k");
+        p.top_k = int(std::min<int64_t>(*v, INT32_MAX));
+    }
+    uint64_t seed = 0;
+    if (const ojson* s = field(j, "seed")) {
+        if (s->is_number_unsigned()) seed = s->get<uint64_t>();
+        else if (s->is_number_integer()) seed = uint64_t(s->get<int64_t>());
+        else bad("invalid JSON request: 'seed' must be an integer", "seed");
+        r.seed_given = true;
+    }
+    // Thinking mode uses the official defaults whatever the client asks (§4.4).
+    if (r.thinking != chat::ThinkingMode::Off) p = sampling::SamplerParams{};
+    p.seed = seed;
+    r.sampling = p;
+}
+
+void max_tokens_field(Request& r, const ojson& j, std::initializer_list<const char*> keys) {
+    for (const char* k : keys) {
+        if (auto v = get_int(j, k)) {
+            if (*v < 1) bad(fmt::format("invalid JSON request: '{}' must be >= 1", k), k);
+            r.max_tokens = *v;
+            return;
+        }
+    }
+}
+
+void stop_field(Request& r, const ojson& j, const char* key) {
+    const ojson* s = field(j, key);
+    if (!s) return;
+    if (s->is_string()) {
+        if (!s->get<std::string>().empty()) r.stop.push_back(s->get<std::string>());
+        return;
+    }
+    if (!s->is_array()) bad(fmt::format("invalid JSON request: '{}' must be a string or an array", key), key);
+    for (const auto& e : *s) {
+        if (!e.is_string()) bad(fmt::format("invalid JSON request: '{}' entries must be strings", key), key);
+        if (!e.get<std::string>().empty()) r.stop.push_back(e.get<std::string>());
+    }
+}
+
+void stream_fields(Request& r, const ojson& j) {
+    r.stream = get_bool(j, "stream").value_or(false);
+    if (const ojson* so = get_object(j, "stream_options"))
+        r.include_usage = get_bool(*so, "include_usage").value_or(false);
+}
+
+// A json_schema format becomes the prompt's "## Response Format" section; json_object and
+// text need no section. Decoding is not constrained (no grammar engine).
+void response_format(Request& r, const ojson* format, const ojson* schema_holder, const char* key) {
+    if (!format) return;
+    if (!format->is_object()) bad(fmt::format("invalid JSON request: '{}' must be an object", key), key);
+    const std::string type = get_string(*format, "type", "text");
+    if (type == "text" || type == "json_object") return;
+    if (type != "json_schema") bad(fmt::format("{} type '{}' is not supported", key, type), key);
+    const ojson* schema = schema_holder ? field(*schema_holder, "schema") : nullptr;
+    if (!schema || !schema->is_object())
+        bad(fmt::format("invalid JSON request: {} json_schema needs a schema object", key), key);
+    r.response_format_json = schema->dump();
+}
+
+}  // namespace ds4::server::detail

@@ -1,0 +1,195 @@
+#include "server_process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "common/error.h"
+#include "tool_run.h"
+
+namespace ds4::servertest {
+namespace {
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+    if (!out) fail("cannot write {}", path);
+}
+
+std::string scratch_dir() {
+    static int n = 0;
+    const auto p = std::filesystem::temp_directory_path() /
+                   ("ds4-server-test-" + std::to_string(getpid()) + "-" + std::to_string(n++));
+    std::filesystem::create_directories(p);
+    return p.string();
+}
+
+}  // namespace
+
+const std::string& tiny_model() {
+    // ctest runs every test in its own process: generate the model once per build of the
+    // generator and share it (keyed by the generator's size and time, renamed into place
+    // atomically so parallel tests never see a partial file).
+    static const std::string path = [] {
+        const std::string gen = oracle::binary("ds4-gguf-gen");
+        std::error_code ec;
+        const auto stamp = std::filesystem::last_write_time(gen, ec).time_since_epoch().count();
+        const auto size = std::filesystem::file_size(gen, ec);
+        const std::string p = fmt::format("{}/tiny-{}-{}.gguf", DS4_SERVER_TEST_DIR, size, stamp);
+        if (std::filesystem::exists(p)) return p;
+        std::filesystem::create_directories(DS4_SERVER_TEST_DIR);
+        const std::string tmp = fmt::format("{}.{}.tmp", p, getpid());
+        const auto r = oracle::run_command({gen, "-q", "--preset", "tiny", "--real-vocab", "--type",
+                                            "embd=q8_0", "--type", "output=q8_0", "-o", tmp});
+        if (r.exit_code != 0) fail("ds4-gguf-gen failed: {}", r.output);
+        std::filesystem::rename(tmp, p);
+        return p;
+    }();
+    return path;
+}
+
+ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json& forced) {
+    dir_ = scratch_dir();
+    std::vector<std::string> argv = {oracle::binary("ds4-server"), "-m", tiny_model(), "--port", "0",
+                                     "-t", "1"};
+    if (!forced.is_null()) {
+        write_file(dir_ + "/forced.json", forced.dump());
+        argv.push_back("--test-force-output");
+        argv.push_back(dir_ + "/forced.json");
+    }
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string log = dir_ + "/server.log";
+    pid_ = fork();
+    if (pid_ < 0) fail("fork failed");
+    if (pid_ == 0) {
+        FILE* f = std::freopen(log.c_str(), "w", stderr);
+        (void)f;
+        std::vector<char*> cargv;
+        for (auto& a : argv) cargv.push_back(a.data());
+        cargv.push_back(nullptr);
+        execv(cargv[0], cargv.data());
+        _exit(127);
+    }
+    const std::regex listening(R"(listening on (http://[0-9.]+:[0-9]+))");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+        std::smatch m;
+        const std::string text = read_file(log);
+        if (std::regex_search(text, m, listening)) {
+            url_ = m[1];
+            return;
+        }
+        int status;
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+            pid_ = -1;
+            fail("ds4-server exited before listening: {}", text);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    fail("ds4-server did not start listening in 60 s: {}", read_file(log));
+}
+
+int ServerProcess::terminate(double timeout_s) {
+    if (pid_ < 0) return -1;
+    kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (waitpid(pid_, &status, WNOHANG) == pid_) {
+            pid_ = -1;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return -1;
+}
+
+ServerProcess::~ServerProcess() {
+    terminate();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+}
+
+std::string ServerProcess::log() const { return read_file(dir_ + "/server.log"); }
+
+nlohmann::json HttpResult::json() const { return nlohmann::json::parse(body); }
+
+HttpResult http(const std::string& method, const std::string& url, const std::string& body,
+                const std::vector<std::string>& headers, double max_time_s) {
+    const std::string dir = scratch_dir();
+    std::vector<std::string> argv = {"curl", "-sS", "-N", "-X", method, "-o", dir + "/out",
+                                     "-w", "%{http_code}", "--max-time", std::to_string(max_time_s)};
+    for (const auto& h : headers) {
+        argv.push_back("-H");
+        argv.push_back(h);
+    }
+    if (!body.empty()) {
+        write_file(dir + "/body", body);
+        argv.insert(argv.end(), {"-H", "Content-Type: application/json", "--data-binary", "@" + dir + "/body"});
+    }
+    argv.push_back(url);
+    const auto r = oracle::run_command(argv);
+    HttpResult h;
+    const size_t digits = r.output.find_last_not_of("0123456789");
+    const std::string code = r.output.substr(digits == std::string::npos ? 0 : digits + 1);
+    h.status = code.empty() ? 0 : std::stoi(code);
+    h.body = read_file(dir + "/out");
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return h;
+}
+
+std::vector<SseEvent> parse_sse(const std::string& body) {
+    std::vector<SseEvent> out;
+    std::istringstream in(body);
+    std::string line;
+    SseEvent cur;
+    while (std::getline(in, line)) {
+        if (line.empty()) {
+            if (!cur.data.empty() || !cur.event.empty()) out.push_back(cur);
+            cur = {};
+        } else if (line[0] == ':') {
+            out.push_back({"comment", line.substr(1)});
+        } else if (line.rfind("event: ", 0) == 0) {
+            cur.event = line.substr(7);
+        } else if (line.rfind("data: ", 0) == 0) {
+            cur.data += line.substr(6);
+        }
+    }
+    if (!cur.data.empty()) out.push_back(cur);
+    return out;
+}
+
+std::string clients_dir() { return std::string(DS4_SOURCE_DIR) + "/.cache/clients"; }
+
+bool node_clients_available(std::string& why) {
+    if (oracle::run_command({"node", "--version"}).exit_code != 0) {
+        why = "node is not installed (scripts/setup.sh)";
+        return false;
+    }
+    for (const char* pkg : {"openai", "@anthropic-ai/sdk"})
+        if (!std::filesystem::exists(clients_dir() + "/node_modules/" + pkg + "/package.json")) {
+            why = std::string("npm client ") + pkg + " missing in .cache/clients (run scripts/setup.sh)";
+            return false;
+        }
+    return true;
+}
+
+}  // namespace ds4::servertest

@@ -1,0 +1,255 @@
+// parse_request (src/server/request.h) without a server: how each API's fields map to the
+// internal request (thinking controls and aliases, sampling override, tools in OpenAI form,
+// Anthropic blocks, Responses items) and which inputs are rejected. Also the stop scanner.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/generation.h"
+#include "server/ids.h"
+#include "server/request.h"
+#include "server/writer.h"
+
+namespace ds4::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+using chat::Role;
+using chat::ThinkingMode;
+
+Request parse(Api api, const json& j) { return parse_request(api, j.dump()); }
+
+json chat_body(json extra = json::object()) {
+    json j = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+    j.update(extra);
+    return j;
+}
+
+TEST(ServerRequest, ThinkingControlsAndModelAliases) {
+    EXPECT_EQ(parse(Api::Chat, chat_body()).thinking, ThinkingMode::High);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"reasoning_effort", "none"}})).thinking, ThinkingMode::Off);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"reasoning_effort", "max"}})).thinking, ThinkingMode::Max);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"reasoning_effort", "low"}})).thinking, ThinkingMode::High);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"thinking", {{"type", "disabled"}}}})).thinking, ThinkingMode::Off);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"thinking", false}})).thinking, ThinkingMode::Off);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"think", false}})).thinking, ThinkingMode::Off);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"model", "deepseek-chat"}})).thinking, ThinkingMode::Off);
+    // An explicit field wins over the alias.
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"model", "deepseek-chat"}, {"think", true}})).thinking, ThinkingMode::High);
+    EXPECT_EQ(parse(Api::Messages, chat_body({{"output_config", {{"effort", "max"}}}})).thinking, ThinkingMode::Max);
+    EXPECT_EQ(parse(Api::Responses, {{"input", "x"}, {"reasoning", {{"effort", "none"}}}}).thinking, ThinkingMode::Off);
+    EXPECT_THROW(parse(Api::Chat, chat_body({{"reasoning_effort", "extreme"}})), RequestError);
+}
+
+TEST(ServerRequest, SamplingKnobsApplyOnlyWithoutThinking) {
+    const json knobs = {{"temperature", 0.2}, {"top_p", 0.5}, {"top_k", 7}, {"min_p", 0.3}, {"seed", 42}};
+    json off = knobs;
+    off["think"] = false;
+    const Request a = parse(Api::Chat, chat_body(off));
+    EXPECT_FLOAT_EQ(a.sampling.temperature, 0.2f);
+    EXPECT_FLOAT_EQ(a.sampling.top_p, 0.5f);
+    EXPECT_EQ(a.sampling.top_k, 7);
+    EXPECT_FLOAT_EQ(a.sampling.min_p, 0.3f);
+    EXPECT_EQ(a.sampling.seed, 42u);
+    const Request b = parse(Api::Chat, chat_body(knobs));  // thinking: official defaults, seed kept
+    EXPECT_FLOAT_EQ(b.sampling.temperature, 1.0f);
+    EXPECT_FLOAT_EQ(b.sampling.top_p, 1.0f);
+    EXPECT_EQ(b.sampling.top_k, 0);
+    EXPECT_FLOAT_EQ(b.sampling.min_p, 0.05f);
+    EXPECT_EQ(b.sampling.seed, 42u);
+    EXPECT_TRUE(b.seed_given);
+}
+
+TEST(ServerRequest, ChatMessagesToolsAndLimits) {
+    const json j = {
+        {"messages", {{{"role", "developer"}, {"content", "dev"}},
+                      {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "a"}}, "b"}}},
+                      {{"role", "assistant"}, {"content", nullptr}, {"reasoning_content", "r"},
+                       {"tool_calls", {{{"id", "call_1"}, {"function", {{"name", "f"}, {"arguments", {{"z", 1}, {"a", 2}}}}}}}}},
+                      {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "out"}}}},
+        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", json::object()}}}},
+                   {{"name", "bare"}, {"parameters", json::object()}}}},
+        {"max_completion_tokens", 9}, {"max_tokens", 5}, {"stop", {"x", ""}}, {"stream", true},
+        {"stream_options", {{"include_usage", true}}}};
+    const Request r = parse(Api::Chat, j);
+    ASSERT_EQ(r.messages.size(), 4u);
+    EXPECT_EQ(r.messages[0].role, Role::System);
+    EXPECT_EQ(r.messages[1].content, "ab");
+    EXPECT_EQ(r.messages[2].reasoning, "r");
+    ASSERT_EQ(r.messages[2].tool_calls.size(), 1u);
+    EXPECT_EQ(r.messages[2].tool_calls[0].arguments, R"({"z":1,"a":2})");  // raw JSON, key order kept
+    EXPECT_EQ(r.messages[3].role, Role::Tool);
+    EXPECT_EQ(r.messages[3].tool_call_id, "call_1");
+    const json tools = json::parse(r.tools_json);
+    ASSERT_EQ(tools.size(), 2u);
+    EXPECT_EQ(tools[1]["type"], "function");
+    EXPECT_EQ(tools[1]["function"]["name"], "bare");
+    EXPECT_EQ(r.max_tokens, 9);
+    EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
+    EXPECT_TRUE(r.stream);
+    EXPECT_TRUE(r.include_usage);
+
+    json none = j;
+    none["tool_choice"] = "none";
+    EXPECT_TRUE(parse(Api::Chat, none).tools_json.empty());
+}
+
+TEST(ServerRequest, ResponseFormatSchemaGoesToThePrompt) {
+    const json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
+    const Request c = parse(Api::Chat, chat_body({{"response_format", {{"type", "json_schema"},
+                                                                        {"json_schema", {{"name", "x"}, {"schema", schema}}}}}}));
+    EXPECT_EQ(json::parse(c.response_format_json), schema);
+    EXPECT_TRUE(parse(Api::Chat, chat_body({{"response_format", {{"type", "json_object"}}}})).response_format_json.empty());
+    const Request r = parse(Api::Responses, {{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}, {"schema", schema}}}}}});
+    EXPECT_EQ(json::parse(r.response_format_json), schema);
+}
+
+TEST(ServerRequest, AnthropicBlocks) {
+    const json j = {
+        {"system", {{{"type", "text"}, {"text", "x-anthropic-billing-header: cc"}}, {{"type", "text"}, {"text", "S"}}}},
+        {"messages", {{{"role", "user"}, {"content", "q"}},
+                      {{"role", "assistant"}, {"content", {{{"type", "thinking"}, {"thinking", "t"}},
+                                                           {{"type", "text"}, {"text", "calling"}},
+                                                           {{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "f"}, {"input", {{"a", 1}}}},
+                                                           {{"type", "tool_use"}, {"id", "toolu_2"}, {"name", "g"}, {"input", json::object()}}}}},
+                      {{"role", "user"}, {"content", {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "r1"}},
+                                                      {{"type", "tool_result"}, {"tool_use_id", "toolu_2"},
+                                                       {"content", {{{"type", "text"}, {"text", "r2"}}}}},
+                                                      {{"type", "text"}, {"text", "go on"}}}}}}},
+        {"tools", {{{"name", "f"}, {"input_schema", {{"type", "object"}}}}, {{"type", "web_search_20250305"}, {"name", "ws"}}}},
+        {"stop_sequences", {"END"}}, {"max_tokens", 3}};
+    const Request r = parse(Api::Messages, j);
+    ASSERT_EQ(r.messages.size(), 6u);
+    EXPECT_EQ(r.messages[0].role, Role::System);
+    EXPECT_EQ(r.messages[0].content, "S");  // the billing header is not prompt text
+    EXPECT_EQ(r.messages[2].reasoning, "t");
+    EXPECT_EQ(r.messages[2].content, "calling");
+    ASSERT_EQ(r.messages[2].tool_calls.size(), 2u);
+    EXPECT_EQ(r.messages[2].tool_calls[0].arguments, R"({"a":1})");
+    EXPECT_EQ(r.messages[3].tool_call_id, "toolu_1");
+    EXPECT_EQ(r.messages[4].content, "r2");
+    EXPECT_EQ(r.messages[5].content, "go on");
+    const json tools = json::parse(r.tools_json);
+    ASSERT_EQ(tools.size(), 1u);  // the server tool has no schema to render
+    EXPECT_EQ(tools[0]["function"]["parameters"]["type"], "object");
+    EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
+    EXPECT_EQ(r.max_tokens, 3);
+    EXPECT_THROW(parse(Api::Messages, {{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}}}}}}}}),
+                 RequestError);
+}
+
+TEST(ServerRequest, ResponsesItems) {
+    const json j = {
+        {"instructions", "I"},
+        {"input", {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "q"}}}}},
+                   {{"type", "reasoning"}, {"summary", {{{"type", "summary_text"}, {"text", "thought"}}}}},
+                   {{"type", "function_call"}, {"call_id", "call_1"}, {"name", "f"}, {"arguments", "{\"a\":1}"}},
+                   {{"type", "function_call"}, {"call_id", "call_2"}, {"name", "g"}, {"arguments", "{}"}},
+                   {{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "o1"}},
+                   {{"type", "web_search_call"}, {"status", "completed"}},
+                   {{"type", "message"}, {"role", "assistant"}, {"content", {{{"type", "output_text"}, {"text", "done"}}}}}}},
+        {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", json::object()}, {"strict", true}},
+                   {{"type", "namespace"}, {"name", "ns"}, {"tools", {{{"type", "function"}, {"name", "g"}}}}}}},
+        {"max_output_tokens", 11}, {"reasoning", {{"summary", "detailed"}}}};
+    const Request r = parse(Api::Responses, j);
+    ASSERT_EQ(r.messages.size(), 5u);
+    EXPECT_EQ(r.messages[0].content, "I");
+    EXPECT_EQ(r.messages[2].role, Role::Assistant);
+    EXPECT_EQ(r.messages[2].reasoning, "thought");
+    ASSERT_EQ(r.messages[2].tool_calls.size(), 2u);
+    EXPECT_EQ(r.messages[3].content, "o1");
+    EXPECT_EQ(r.messages[4].content, "done");
+    ASSERT_EQ(r.tools.size(), 2u);
+    EXPECT_EQ(r.tools[1].ns, "ns");
+    EXPECT_FALSE(json::parse(r.tools_json)[0]["function"].contains("strict"));
+    EXPECT_EQ(r.max_tokens, 11);
+    EXPECT_TRUE(r.reasoning_summary);
+}
+
+TEST(ServerResponsesWriter, CustomToolCallsCarryTheRawInput) {
+    const Request r = parse(Api::Responses, {{"input", "patch it"},
+                                              {"tools", {{{"type", "custom"}, {"name", "apply_patch"}, {"description", "d"}}}}});
+    ASSERT_EQ(r.tools.size(), 1u);
+    EXPECT_TRUE(r.tools[0].custom);
+    const json fn = json::parse(r.tools_json)[0]["function"];
+    EXPECT_EQ(fn["parameters"]["required"], json::array({"input"}));
+    // The model calls it like a function; the client sees a custom_tool_call with the raw input.
+    auto w = make_writer(r, {.model = "m", .seq = 1, .created = 0});
+    std::string out;
+    using K = chat::OutputEvent::Kind;
+    w->begin({}, out);
+    w->event({K::ToolCallBegin, "apply_patch", 0}, out);
+    w->event({K::ToolArguments, R"({"input": "*** Begin Patch\n"})", 0}, out);
+    w->event({K::ToolCallEnd, "", 0}, out);
+    FinishInfo f;
+    f.reason = Finish::ToolCalls;
+    w->finish(f, out);
+    const json body = json::parse(out);
+    ASSERT_EQ(body["output"].size(), 1u);
+    const json& item = body["output"][0];
+    EXPECT_EQ(item["type"], "custom_tool_call");
+    EXPECT_EQ(item["name"], "apply_patch");
+    EXPECT_EQ(item["input"], "*** Begin Patch\n");
+    EXPECT_EQ(item["id"].get<std::string>().rfind("ctc_", 0), 0u);
+}
+
+TEST(ServerRequest, RejectionsCarryStatusAndParam) {
+    auto error_of = [](Api api, const std::string& body) -> RequestError {
+        try {
+            parse_request(api, body);
+        } catch (const RequestError& e) {
+            return e;
+        }
+        ADD_FAILURE() << "accepted: " << body;
+        return RequestError(0, "");
+    };
+    EXPECT_EQ(error_of(Api::Chat, "{").status, 400);
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[]})").param, "messages");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":"hi"})").param, "messages");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"top_p":2})").param, "top_p");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"stream":"yes"})").param, "stream");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"stop":[1]})").param, "stop");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":{"a":1}}]})").status, 400);
+    EXPECT_EQ(error_of(Api::Completions, R"({"prompt":5})").param, "prompt");
+    EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":[]})").what()), "missing input");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"n":2})").param, "n");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":true})").param, "logprobs");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"response_format":{"type":"grammar"}})").param,
+              "response_format");
+    EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":"required"})").what()),
+              "tool_choice=required not supported");
+}
+
+TEST(ServerStopScanner, HoldsBackPartialStopsAndCutsAtTheFirst) {
+    StopScanner s({"END", "XY"});
+    std::string out = s.feed("abcE");
+    out += s.feed("N");
+    EXPECT_EQ(out, "abc");  // "EN" may start "END"
+    out += s.feed("Dzzz");
+    EXPECT_TRUE(s.hit());
+    EXPECT_EQ(s.stop(), "END");
+    EXPECT_EQ(out, "abc");
+    EXPECT_EQ(s.feed("more"), "");
+
+    StopScanner t({"END"});
+    std::string shown = t.feed("aE");
+    shown += t.feed("Nb");
+    shown += t.flush();
+    EXPECT_EQ(shown, "aENb");
+    EXPECT_FALSE(t.hit());
+    StopScanner none({});
+    EXPECT_EQ(none.feed("END"), "END");
+}
+
+TEST(ServerIds, FormatsAndUniqueness) {
+    const std::string a = openai_call_id(), b = openai_call_id();
+    EXPECT_EQ(a.size(), 5u + 32u);
+    EXPECT_EQ(a.rfind("call_", 0), 0u);
+    EXPECT_NE(a, b);
+    EXPECT_EQ(anthropic_tool_id().size(), 6u + 32u);
+    EXPECT_EQ(responses_id("fc_").size(), 3u + 24u);
+    EXPECT_EQ(a.find_first_not_of("0123456789abcdef", 5), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ds4::server

@@ -1,0 +1,143 @@
+// ds4-server: the OpenAI / Anthropic compatible HTTP server (PRODUCT.md §3.3, §4, §9.2).
+// One model, one live session; requests queue for it (src/server/scheduler.h).
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+struct Options {
+    std::string model = "./ds4flash.gguf";
+    bool model_given = false;
+    long long ctx = 32768;
+    int threads = 0;
+    long long prefill_chunk = 512;
+    long long rewind_slack = 4096;
+    bool qat = true;
+    ds4::server::ServerOptions server;
+    std::string force_output;
+};
+
+// Signals only set a flag; a watcher thread does the (non-async-signal-safe) shutdown.
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+int run(const Options& o) {
+    if (!o.model_given && !std::filesystem::exists(o.model))
+        ds4::fail("model file {} not found; pass -m FILE (scripts/run-default.sh writes a small "
+                  "random model to models/default.gguf)", o.model);
+    auto model = ds4::model::Model::load(o.model);
+    const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
+    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    ds4::engine::Engine engine(*model, *tok,
+                               {.ctx = o.ctx, .threads = threads, .prefill_chunk = o.prefill_chunk,
+                                .qat = o.qat, .rewind_slack = o.rewind_slack});
+    std::unique_ptr<ds4::server::ForcedOutputs> forced;
+    if (!o.force_output.empty()) {
+        forced = std::make_unique<ds4::server::ForcedOutputs>(o.force_output, *tok);
+        std::fprintf(stderr, "ds4-server: TEST MODE: outputs are forced from %s\n", o.force_output.c_str());
+    }
+    ds4::server::HttpServer server(engine, o.server, std::move(forced));
+    const int port = server.bind();
+    std::fprintf(stderr, "ds4-server: context %lld tokens, %d threads, model %s\n", o.ctx, threads,
+                 o.model.c_str());
+    std::fprintf(stderr, "ds4-server: listening on http://%s:%d\n",
+                 o.server.host == "localhost" ? "127.0.0.1" : o.server.host.c_str(), port);
+    std::fflush(stderr);
+
+    std::signal(SIGPIPE, SIG_IGN);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    std::thread watcher([&] {
+        while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (g_signal > 0) {
+            std::fprintf(stderr, "ds4-server: signal %d: shutting down\n", g_signal.load());
+            server.stop();
+        }
+    });
+    server.run();
+    if (g_signal == 0) g_signal = -1;  // run() ended on its own: release the watcher
+    watcher.join();
+    server.stop();
+    std::fprintf(stderr, "ds4-server: stopped\n");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    CLI::App app{"ds4-server: OpenAI / Anthropic compatible HTTP server for DeepSeek V4 Flash "
+                 "(DwarfStar C++)", "ds4-server"};
+    app.get_formatter()->column_width(34);
+    auto* model = app.add_option("-m,--model", o.model, "GGUF model file (default ./ds4flash.gguf)")
+                      ->option_text("FILE")->group("Model and runtime");
+    app.add_option("-c,--ctx", o.ctx, "Context size in tokens (default 32768)")
+        ->check(CLI::PositiveNumber)->group("Model and runtime");
+    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber)->group("Model and runtime");
+    app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
+        ->check(CLI::PositiveNumber)->group("Model and runtime");
+    app.add_option("--rewind-slack", o.rewind_slack,
+                   "Positions the live session can rewind in O(1) when a request diverges from "
+                   "it (default 4096)")
+        ->check(CLI::NonNegativeNumber)->group("Model and runtime");
+    app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
+                 "Turn off the FP8 KV / FP4 indexer simulations")->group("Model and runtime");
+    app.add_option("-n,--tokens", o.server.default_max_tokens,
+                   "Default max output tokens when a client sends none (default 393216; always "
+                   "capped by the free context)")
+        ->check(CLI::PositiveNumber)->group("Model and runtime");
+    app.add_option("--host", o.server.host, "Listen address (default 127.0.0.1; localhost = 127.0.0.1)")
+        ->group("HTTP API");
+    app.add_option("--port", o.server.port,
+                   "Listen port (default 8000; 0 = any free port, printed on stderr)")
+        ->check(CLI::Range(0, 65535))->group("HTTP API");
+    app.add_option("--api-key", o.server.api_key,
+                   "Require this key on every route but /health (Authorization: Bearer KEY or "
+                   "x-api-key: KEY); default: no key")
+        ->option_text("KEY")->group("HTTP API");
+    app.add_option("--max-body", o.server.max_body, "Largest request body in bytes (default 67108864)")
+        ->check(CLI::PositiveNumber)->group("HTTP API");
+    app.add_option("--http-threads", o.server.http_threads,
+                   "Connections served at once (default 64); generation is one at a time")
+        ->check(CLI::Range(2, 4096))->group("HTTP API");
+    app.add_flag("--cors", o.server.cors, "Send Access-Control-Allow-* headers")->group("HTTP API");
+    app.add_option("--test-force-output", o.force_output,
+                   "TEST ONLY: JSON array of output texts; each request emits the next one "
+                   "instead of sampling (docs/SERVER.md)")
+        ->option_text("FILE")->group("Testing");
+    app.footer(
+        "Routes: GET /health /metrics /v1/models /v1/models/{id}; POST /v1/chat/completions\n"
+        "/v1/completions /v1/messages /v1/responses (docs/SERVER.md).\n"
+        "Thinking is on by default (high effort); reasoning_effort=none, thinking={type:disabled},\n"
+        "think=false or model=deepseek-chat turn it off. Client sampling knobs apply only when\n"
+        "thinking is off.\n"
+        "Examples:\n"
+        "  ds4-server -m ds4flash.gguf --ctx 100000\n"
+        "  curl http://127.0.0.1:8000/v1/models");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    o.model_given = model->count() > 0;
+    try {
+        return run(o);
+    } catch (const ds4::Error& e) {
+        std::fprintf(stderr, "ds4-server: %s\n", e.what());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4-server: internal error: %s\n", e.what());
+    }
+    return 1;
+}
