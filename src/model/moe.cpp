@@ -1,11 +1,18 @@
 // The MoE sublayer (ARCHITECTURE.md §3.5): hash routing (tid2eid) on the first layers, biased
 // sqrt-softplus top-k elsewhere, normalised and scaled routing weights, routed experts and the
 // shared expert with the asymmetric SwiGLU clamp.
+//
+// The chunk is grouped by expert: each expert's gate/up/down run once as a matrix product over
+// the tokens that chose it, all experts (and the shared one) in one parallel region per
+// projection. Every (token, slot) result is what a token-by-token pass computes (ops/matmul.h),
+// and each token then sums its expert outputs in its own selection order, then the shared
+// expert: the same float operations in the same order, so prefill equals decode bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
+#include "common/error.h"
 #include "model/layer.h"
 #include "ops/hc.h"
 #include "ops/norm.h"
@@ -15,15 +22,9 @@ namespace {
 
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
-// out = down . (silu(min(gate.v, clamp)) * clamp(up.v, -clamp, clamp)); clamp <= 0 disables it.
-void swiglu_expert(const LayerContext& ctx, const ops::Matrix& gate, const ops::Matrix& up,
-                   const ops::Matrix& down, const float* v, float clamp, std::vector<float>& g,
-                   std::vector<float>& u, float* out) {
-    g.resize(size_t(gate.rows));
-    u.resize(size_t(up.rows));
-    ops::matvec(gate, v, g.data(), ctx.pool);
-    ops::matvec(up, v, u.data(), ctx.pool);
-    for (size_t i = 0; i < g.size(); ++i) {
+// g <- silu(min(g, clamp)) * clamp(u, -clamp, clamp) over n values; clamp <= 0 disables it.
+void swiglu(float* g, const float* u, int64_t n, float clamp) {
+    for (int64_t i = 0; i < n; ++i) {
         float gi = g[i], ui = u[i];
         if (clamp > 0.0f) {
             gi = std::min(gi, clamp);  // gate: upper bound only
@@ -31,7 +32,69 @@ void swiglu_expert(const LayerContext& ctx, const ops::Matrix& gate, const ops::
         }
         g[i] = gi / (1.0f + std::exp(-gi)) * ui;
     }
-    ops::matvec(down, g.data(), out, ctx.pool);
+}
+
+// Routing of one token: chosen experts in selection order, their weights, and the selection
+// margin (NaN for hash layers).
+struct Route {
+    std::vector<int32_t> chosen;
+    std::vector<float> weight;
+    float margin = std::numeric_limits<float>::quiet_NaN();
+};
+
+void route_token(const ModelConfig& c, const LayerWeights& w, const float* logits, int32_t token,
+                 std::vector<float>& prob, std::vector<int32_t>& order, Route& r) {
+    const int64_t E = c.n_expert, K = c.n_expert_used;
+    r.chosen.resize(size_t(K));
+    r.weight.resize(size_t(K));
+    r.margin = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t e = 0; e < E; ++e) prob[size_t(e)] = std::sqrt(softplus(logits[e]));
+    if (w.tid2eid) {  // hash layer: the token id picks the experts
+        for (int64_t k = 0; k < K; ++k) r.chosen[size_t(k)] = w.tid2eid[int64_t(token) * K + k];
+    } else {          // biased scores select; ties go to the lower expert id
+        std::iota(order.begin(), order.end(), 0);
+        auto biased = [&](int32_t e) { return prob[size_t(e)] + w.exp_probs_b[e]; };
+        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
+            return biased(a) > biased(b) || (biased(a) == biased(b) && a < b);
+        });
+        std::copy(order.begin(), order.begin() + K, r.chosen.begin());
+        if (K < E) {
+            const int32_t next = *std::min_element(order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
+                return biased(a) > biased(b);
+            });
+            r.margin = biased(order[size_t(K - 1)]) - biased(next);
+        }
+    }
+    float sum = 0.0f;
+    for (int32_t e : r.chosen) sum += prob[size_t(e)];
+    const float norm = c.expert_weights_norm ? 1.0f / std::max(sum, 6.103515625e-5f) : 1.0f;
+    for (int64_t k = 0; k < K; ++k)
+        r.weight[size_t(k)] = prob[size_t(r.chosen[size_t(k)])] * norm * c.expert_weights_scale;
+}
+
+// Rows of floats converted to a dot type, one buffer, addressed by row.
+struct QuantRows {
+    std::vector<uint8_t> buf;
+    size_t row_bytes = 0;
+    void resize(int64_t rows, int64_t n, TensorType t) {
+        row_bytes = ds4::row_bytes(t, n);
+        if (buf.size() < row_bytes * size_t(rows)) buf.resize(row_bytes * size_t(rows));
+    }
+    void* row(int64_t r) { return buf.data() + size_t(r) * row_bytes; }
+};
+
+// The sublayer's large buffers (tens of MB for a 512-token chunk), kept between calls: fresh
+// allocations of that size come from the kernel as zeroed pages every time, which measured
+// as ~15% of prefill (page faults, clearing, and the vectors' own zero fill).
+struct Scratch {
+    std::vector<float> y, v, logits, g, u, gs, us, yk, ysh;
+    QuantRows m_exp, m_sh;
+    ops::Activations v_exp, v_sh;
+};
+
+float* grow(std::vector<float>& v, int64_t n) {
+    if (v.size() < size_t(n)) v.resize(size_t(n));
+    return v.data();
 }
 
 }  // namespace
@@ -40,57 +103,136 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
                   const int32_t* tokens, int64_t n, int64_t p0) {
     const ModelConfig& c = ctx.cfg;
     const int64_t D = c.n_embd, HCD = c.hc_dim(), E = c.n_expert, K = c.n_expert_used;
-    std::vector<float> y(size_t(n * D)), v(size_t(n * D)), logits(size_t(n * E));
+    thread_local Scratch sc;
+    float* y = grow(sc.y, n * D);
+    float* v = grow(sc.v, n * D);
+    float* logits = grow(sc.logits, n * E);
     const std::vector<ops::HcMix> mixes =
-        hc_pre(ctx, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, X, n, y.data());
+        hc_pre(ctx, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, X, n, y);
     for (int64_t t = 0; t < n; ++t) ops::rms_norm(&y[t * D], D, w.ffn_norm, c.norm_eps, &v[t * D]);
-    ops::matmul(w.router, v.data(), n, logits.data(), ctx.pool);
+    ops::matmul(w.router, v, n, logits, ctx.pool);
+
+    // Routing, token by token; slot t*K+k is token t's k-th chosen expert.
+    std::vector<Route> routes(static_cast<size_t>(n));
+    {
+        std::vector<float> prob(static_cast<size_t>(E));
+        std::vector<int32_t> order(static_cast<size_t>(E));
+        for (int64_t t = 0; t < n; ++t)
+            route_token(c, w, &logits[size_t(t * E)], tokens[t], prob, order, routes[size_t(t)]);
+    }
+    std::vector<std::vector<int64_t>> slots_of(static_cast<size_t>(E));  // expert -> slots, in token order
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t k = 0; k < K; ++k) {
+            const int32_t e = routes[size_t(t)].chosen[size_t(k)];
+            if (e < 0 || e >= E) fail("layer {}: token {} routed to expert {} of {}", w.index, tokens[t], e, E);
+            slots_of[size_t(e)].push_back(t * K + k);
+        }
 
     const float clamp_exp = c.swiglu_clamp_exp.at(size_t(w.index));
     const float clamp_sh = c.swiglu_clamp_shexp.empty() ? clamp_exp : c.swiglu_clamp_shexp.at(size_t(w.index));
-    std::vector<float> prob(static_cast<size_t>(E)), F(static_cast<size_t>(D)), yk(static_cast<size_t>(D)), g, u;
-    std::vector<int32_t> chosen(static_cast<size_t>(K)), order(static_cast<size_t>(E));
-    for (int64_t t = 0; t < n; ++t) {
-        float margin = std::numeric_limits<float>::quiet_NaN();
-        for (int64_t e = 0; e < E; ++e) prob[size_t(e)] = std::sqrt(softplus(logits[size_t(t * E + e)]));
-        if (w.tid2eid) {  // hash layer: the token id picks the experts
-            for (int64_t k = 0; k < K; ++k) chosen[size_t(k)] = w.tid2eid[int64_t(tokens[t]) * K + k];
-        } else {          // biased scores select; ties go to the lower expert id
-            std::iota(order.begin(), order.end(), 0);
-            auto biased = [&](int32_t e) { return prob[size_t(e)] + w.exp_probs_b[e]; };
-            std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
-                return biased(a) > biased(b) || (biased(a) == biased(b) && a < b);
-            });
-            std::copy(order.begin(), order.begin() + K, chosen.begin());
-            if (K < E) {
-                const int32_t next = *std::min_element(order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
-                    return biased(a) > biased(b);
-                });
-                margin = biased(order[size_t(K - 1)]) - biased(next);
+    const int64_t F = w.gate_exps.rows_per_expert, FS = w.gate_shexp.rows;
+    const int64_t S = n * K;  // slots
+
+    // Inputs in the dot types of the routed and the shared gate/up weights.
+    const TensorType t_exp = quant::dot_type(w.gate_exps.all.type), t_sh = quant::dot_type(w.gate_shexp.type);
+    if (quant::dot_type(w.up_exps.all.type) != t_exp || quant::dot_type(w.up_shexp.type) != t_sh)
+        fail("layer {}: gate and up projections take different activation types", w.index);
+    sc.v_exp.set(v, n, D, t_exp);
+    const ops::Activations* v_sh = &sc.v_exp;
+    if (t_sh != t_exp) {
+        sc.v_sh.set(v, n, D, t_sh);
+        v_sh = &sc.v_sh;
+    }
+    const ops::Activations& v_exp = sc.v_exp;
+
+    // Gate and up of every used expert and of the shared expert, one parallel region.
+    float* g = grow(sc.g, S * F);
+    float* u = grow(sc.u, S * F);
+    float* gs = grow(sc.gs, n * FS);
+    float* us = grow(sc.us, n * FS);
+    std::vector<const void*> act_ptrs;
+    std::vector<float*> out_ptrs;
+    act_ptrs.reserve(size_t(2 * S + 2 * n));
+    out_ptrs.reserve(size_t(2 * S + 2 * n));
+    std::vector<ops::MatmulJob> jobs;
+    auto add_job = [&](const ops::Matrix& W, auto act_of, auto out_of, int64_t count) {
+        const size_t a0 = act_ptrs.size();
+        for (int64_t i = 0; i < count; ++i) {
+            act_ptrs.push_back(act_of(i));
+            out_ptrs.push_back(out_of(i));
+        }
+        jobs.push_back({W, act_ptrs.data() + a0, out_ptrs.data() + a0, count});
+    };
+    for (int64_t e = 0; e < E; ++e) {
+        const auto& sl = slots_of[size_t(e)];
+        if (sl.empty()) continue;
+        const int64_t m = int64_t(sl.size());
+        auto act_of = [&](int64_t i) { return v_exp.row(sl[size_t(i)] / K); };
+        add_job(w.gate_exps.expert(e), act_of, [&](int64_t i) { return &g[size_t(sl[size_t(i)] * F)]; }, m);
+        add_job(w.up_exps.expert(e), act_of, [&](int64_t i) { return &u[size_t(sl[size_t(i)] * F)]; }, m);
+    }
+    add_job(w.gate_shexp, [&](int64_t t) { return v_sh->row(t); }, [&](int64_t t) { return &gs[size_t(t * FS)]; }, n);
+    add_job(w.up_shexp, [&](int64_t t) { return v_sh->row(t); }, [&](int64_t t) { return &us[size_t(t * FS)]; }, n);
+    ops::matmul_jobs(jobs.data(), jobs.size(), ctx.pool);
+
+    // SwiGLU, then the inputs of the down projections in their dot type.
+    const TensorType t_down = quant::dot_type(w.down_exps.all.type), t_down_sh = quant::dot_type(w.down_shexp.type);
+    QuantRows& m_exp = sc.m_exp;
+    QuantRows& m_sh = sc.m_sh;
+    m_exp.resize(S, F, t_down);
+    m_sh.resize(n, FS, t_down_sh);
+    ctx.pool.parallel_for(S + n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+            if (i < S) {
+                swiglu(&g[size_t(i * F)], &u[size_t(i * F)], F, clamp_exp);
+                quant::quantize_activation(t_down, &g[size_t(i * F)], m_exp.row(i), F);
+            } else {
+                const int64_t t = i - S;
+                swiglu(&gs[size_t(t * FS)], &us[size_t(t * FS)], FS, clamp_sh);
+                quant::quantize_activation(t_down_sh, &gs[size_t(t * FS)], m_sh.row(t), FS);
             }
         }
-        float sum = 0.0f;
-        for (int32_t e : chosen) sum += prob[size_t(e)];
-        const float norm = c.expert_weights_norm ? 1.0f / std::max(sum, 6.103515625e-5f) : 1.0f;
+    }, 8);
 
-        const float* vt = &v[t * D];
-        std::fill(F.begin(), F.end(), 0.0f);
-        for (int32_t e : chosen) {
-            swiglu_expert(ctx, w.gate_exps.expert(e), w.up_exps.expert(e), w.down_exps.expert(e),
-                          vt, clamp_exp, g, u, yk.data());
-            const float wk = prob[size_t(e)] * norm * c.expert_weights_scale;
-            for (int64_t i = 0; i < D; ++i) F[size_t(i)] += wk * yk[size_t(i)];
+    // Down projections: routed outputs per slot, shared output per token.
+    float* yk = grow(sc.yk, S * D);
+    float* ysh = grow(sc.ysh, n * D);
+    jobs.clear();
+    act_ptrs.clear();
+    out_ptrs.clear();
+    for (int64_t e = 0; e < E; ++e) {
+        const auto& sl = slots_of[size_t(e)];
+        if (sl.empty()) continue;
+        add_job(w.down_exps.expert(e), [&](int64_t i) { return m_exp.row(sl[size_t(i)]); },
+                [&](int64_t i) { return &yk[size_t(sl[size_t(i)] * D)]; }, int64_t(sl.size()));
+    }
+    add_job(w.down_shexp, [&](int64_t t) { return m_sh.row(t); }, [&](int64_t t) { return &ysh[size_t(t * D)]; }, n);
+    ops::matmul_jobs(jobs.data(), jobs.size(), ctx.pool);
+
+    // Per token, in its selection order: F = sum_k w_k y_k, plus the shared expert; hc_post.
+    ctx.pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        std::vector<float> Fv(static_cast<size_t>(D));
+        for (int64_t t = b; t < e; ++t) {
+            std::fill(Fv.begin(), Fv.end(), 0.0f);
+            for (int64_t k = 0; k < K; ++k) {
+                const float wk = routes[size_t(t)].weight[size_t(k)];
+                const float* yt = &yk[size_t((t * K + k) * D)];
+                for (int64_t i = 0; i < D; ++i) Fv[size_t(i)] += wk * yt[i];
+            }
+            const float* st = &ysh[size_t(t * D)];
+            for (int64_t i = 0; i < D; ++i) Fv[size_t(i)] += st[i];
+            ops::hc_post(mixes[size_t(t)], Fv.data(), X + t * HCD, D);
         }
-        swiglu_expert(ctx, w.gate_shexp, w.up_shexp, w.down_shexp, vt, clamp_sh, g, u, yk.data());
-        for (int64_t i = 0; i < D; ++i) F[size_t(i)] += yk[size_t(i)];
-        ops::hc_post(mixes[size_t(t)], F.data(), X + t * HCD, D);
-        if (ctx.log) {
+    }, 4);
+
+    if (ctx.log) {
+        for (int64_t t = 0; t < n; ++t) {
             auto& per_layer = ctx.log->experts[size_t(p0 + t)];
             per_layer.resize(c.n_layer);
-            per_layer[size_t(w.index)] = chosen;
+            per_layer[size_t(w.index)] = routes[size_t(t)].chosen;
             auto& margins = ctx.log->expert_margin[size_t(p0 + t)];
             margins.resize(c.n_layer, std::numeric_limits<float>::quiet_NaN());
-            margins[size_t(w.index)] = margin;
+            margins[size_t(w.index)] = routes[size_t(t)].margin;
         }
     }
 }

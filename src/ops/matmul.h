@@ -1,6 +1,11 @@
-// Matrix-vector products over quantized weights, threaded. As ggml's CPU backend does, the
-// activation is first converted to the weight format's dot type (Q8_0, Q8_K, F16, ...), so
-// results are comparable with the oracle.
+// Matrix products over quantized weights, threaded. As ggml's CPU backend does, activations
+// are first converted to the weight format's dot type (Q8_0, Q8_K, F16, ...), so results are
+// comparable with the oracle.
+//
+// Every output value is exactly quant::dot_kernel(W.type)(row, activation), whatever the
+// number of tokens, the batching or the thread count: a product over a chunk of tokens equals
+// the same tokens one at a time (prefill == decode). Batches use the multi-row kernels
+// (quant::multi_dot_kernel), which load and unpack each weight block once for several tokens.
 #pragma once
 
 #include <cstddef>
@@ -42,14 +47,51 @@ private:
     int64_t n_ = 0;
 };
 
+// Several activation rows converted once for a weight format: rows [n_rows][n] of X.
+class Activations {
+public:
+    void set(const float* X, int64_t n_rows, int64_t n, TensorType dot_type);
+    const void* row(int64_t t) const { return buf_.data() + size_t(t) * row_bytes_; }
+    TensorType type() const { return type_; }
+    int64_t size() const { return n_; }  // values per row
+    int64_t rows() const { return rows_; }
+
+private:
+    std::vector<uint8_t> buf_;
+    TensorType type_ = TensorType::F32;
+    int64_t n_ = 0, rows_ = 0;
+    size_t row_bytes_ = 0;
+};
+
+// One matrix against a set of activation rows: y[t][r] = W[r] . act[t] for t < n_tokens and
+// every row r. act[t] is in dot_type(W.type) with W.cols values; y[t] has W.rows floats.
+struct MatmulJob {
+    Matrix W;
+    const void* const* act = nullptr;
+    float* const* y = nullptr;
+    int64_t n_tokens = 0;
+};
+
+// Runs independent jobs in one parallel region (one wake-up of the pool for all of them):
+// the threads take chunks of rows (and of tokens, for long batches) from a shared counter,
+// so each weight row is streamed once per block of tokens and nobody idles at a barrier
+// while work is left. The pointed-to buffers must not overlap outputs of other jobs.
+void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool);
+
 // y[r] = W[r] . x for every row; threads split the rows.
 void matvec(const Matrix& W, const float* x, float* y, ThreadPool& pool);
 // Same with the activation already converted (its type must be dot_type(W.type)).
 void matvec(const Matrix& W, const Activation& x, float* y, ThreadPool& pool);
 
-}  // namespace ds4::ops
-
-namespace ds4::ops {
 // Y[t] = W . X[t] for t in [0, n_tokens); X is [n_tokens][W.cols], Y is [n_tokens][W.rows].
 void matmul(const Matrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool);
+
+// A grouped projection (the attention output, ARCHITECTURE.md §3.3.8): W's rows form `groups`
+// blocks of R = W.rows / groups, and block g sees only slice g of each token's input:
+//   Y[t][g*R + r] = W[g*R + r] . X[t][g*W.cols .. (g+1)*W.cols)
+// X is [n_tokens][groups * W.cols], Y is [n_tokens][W.rows]. Equal, value for value, to a
+// matvec of each group's rows with each token's slice; all groups run in one parallel region.
+void matmul_grouped(const Matrix& W, int64_t groups, const float* X, int64_t n_tokens, float* Y,
+                    ThreadPool& pool);
+
 }  // namespace ds4::ops

@@ -72,4 +72,16 @@ inline DotFn dot_kernel(TensorType w) { return dot_kernel(w, best_isa()); }
 void matvec(TensorType w, int64_t rows, int64_t n, const void* W, const void* act, float* y,
             Isa isa);
 
+// Several weight rows against several activation rows at once (the batched matmul's
+// kernel): for r < rows and t < n_act,
+//   y[t][r] = dot_kernel(w, isa)(n, W + r * w_stride, act[t])
+// BIT-IDENTICAL to that per-row dot (same accumulation order), so a batched prefill equals
+// token-by-token decoding. Each weight block is loaded and decoded once per few activations.
+using MultiDotFn = void (*)(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                            const void* const* act, int64_t n_act, float* const* y);
+// The multi-row kernel matching dot_kernel(w, isa) (same ISA fallback), or nullptr where
+// that format has none and while ggml_compat() is on (callers then loop over dot_kernel).
+MultiDotFn multi_dot_kernel(TensorType w, Isa isa);
+inline MultiDotFn multi_dot_kernel(TensorType w) { return multi_dot_kernel(w, best_isa()); }
+
 }  // namespace ds4::quant

@@ -1,0 +1,113 @@
+// forward_bench: prefill and decode speed of the CPU forward pass, as wall-clock tokens/s and
+// as CPU seconds per token (the sum over threads, which other processes sharing the cores do
+// not inflate much, so runs on a busy machine stay comparable).
+//
+//   forward_bench -m FILE [--prefill 512] [--decode 16] [--threads 2] [--warm 0] [--reps 1]
+//
+// Token ids are a fixed pseudo-random sequence. Before timing, every page of the model's
+// mapping is touched (as llama.cpp's MAP_POPULATE does at load; first-touch page faults cost
+// several times the streaming itself on a VM), and --warm 1 also runs one throwaway prefill.
+// Decode is greedy from the prefill.
+#include <stdlib.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "model/model.h"
+
+namespace {
+
+double cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+double wall_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Reads one byte of every page of the mappings of `path` (from /proc/self/maps).
+void touch_mapping(const std::string& path) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    volatile uint8_t sink = 0;
+    while (std::getline(maps, line)) {
+        if (line.size() < path.size() || line.compare(line.size() - path.size(), path.size(), path) != 0)
+            continue;
+        std::istringstream in(line);
+        uintptr_t b = 0, e = 0;
+        char dash = 0;
+        in >> std::hex >> b >> dash >> e;
+        for (uintptr_t p = b; p < e; p += 4096) sink = sink + *reinterpret_cast<const uint8_t*>(p);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    std::string path;
+    int64_t prefill = 512, decode = 16;
+    int threads = 2, reps = 1;
+    bool warm = false;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i], v = argv[i + 1];
+        if (a == "-m") path = v;
+        else if (a == "--prefill") prefill = std::stoll(v);
+        else if (a == "--decode") decode = std::stoll(v);
+        else if (a == "--threads") threads = std::stoi(v);
+        else if (a == "--warm") warm = std::stoi(v) != 0;
+        else if (a == "--reps") reps = std::stoi(v);
+        else ds4::fail("unknown option {}", a);
+    }
+    if (path.empty()) ds4::fail("usage: forward_bench -m FILE [--prefill N] [--decode N] [--threads N]");
+    auto model = ds4::model::Model::load(path);
+    {
+        char resolved[4096];
+        touch_mapping(realpath(path.c_str(), resolved) ? resolved : path);
+    }
+    const auto& cfg = model->config();
+    std::mt19937 rng(1);
+    std::vector<int32_t> ids(static_cast<size_t>(prefill));
+    for (auto& t : ids) t = int32_t(rng() % cfg.n_vocab);
+    ds4::model::SessionOptions opt;
+    opt.ctx = prefill + decode + 1;
+    opt.threads = threads;
+    if (warm) {
+        ds4::model::Session s(*model, opt);
+        std::vector<float> logits;
+        s.eval(ids, &logits);
+    }
+    for (int rep = 0; rep < reps; ++rep) {
+        ds4::model::Session s(*model, opt);
+        std::vector<float> logits;
+        double w0 = wall_seconds(), c0 = cpu_seconds();
+        s.eval(ids, &logits);
+        const double pw = wall_seconds() - w0, pc = cpu_seconds() - c0;
+        w0 = wall_seconds();
+        c0 = cpu_seconds();
+        for (int64_t i = 0; i < decode; ++i) {
+            const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            s.eval({next}, &logits);
+        }
+        const double dw = wall_seconds() - w0, dc = cpu_seconds() - c0;
+        std::printf("prefill %lld: %.2f t/s wall, %.2f ms cpu/token | decode %lld: %.2f t/s wall, "
+                    "%.2f ms cpu/token  (%d threads)\n",
+                    (long long)prefill, double(prefill) / pw, 1e3 * pc / double(prefill),
+                    (long long)decode, decode ? double(decode) / dw : 0.0,
+                    decode ? 1e3 * dc / double(decode) : 0.0, threads);
+        std::fflush(stdout);
+    }
+    return 0;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "forward_bench: %s\n", e.what());
+    return 1;
+}

@@ -1,0 +1,23 @@
+// The IQ2_XXS AVX-512 kernels' AVX512-VBMI decoder (iq2_xxs_vbmi_avx512.cpp): vector codebook
+// lookups instead of eight scalar loads per 64 values, used by dot_iq2_xxs_q8_k_avx512 and the
+// multi-row kernel when the CPU has VBMI. Same results either way (iq2_xxs_step_avx512.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ds4::quant {
+
+// Whether the kernels take the VBMI path: the CPU has AVX512-VBMI and tests have not turned
+// it off.
+bool iq2xxs_vbmi_active();
+// Tests turn it off to check the lookup path on a VBMI CPU (process-wide).
+void iq2xxs_allow_vbmi(bool allow);
+
+// Only while iq2xxs_vbmi_active(): the dot, and every row of W against a packed tile of m
+// (1..8) activation rows (layout in iq2_xxs_step_avx512.h iq2xxs_tile).
+float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act);
+void iq2xxs_rows_vbmi(int64_t nb, const uint8_t* W, size_t w_stride, int64_t rows,
+                      const uint8_t* codes, const float* ad, int m, float* const* y);
+
+}  // namespace ds4::quant

@@ -1,0 +1,170 @@
+// ops::matmul / matmul_jobs / matvec: every output is exactly dot_kernel(row, activation) for
+// any token count, thread count or job mix, so a batched prefill equals token-by-token decode.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "ops/matmul.h"
+
+namespace ds4::ops {
+namespace {
+
+struct OwnedMatrix {
+    std::vector<uint8_t> bytes;
+    Matrix m;
+};
+
+// rows x cols weights of type t quantized from gaussian values.
+OwnedMatrix make_matrix(TensorType t, int64_t rows, int64_t cols, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.f, 1.f);
+    OwnedMatrix o;
+    const size_t rb = row_bytes(t, cols);
+    o.bytes.resize(rb * size_t(rows));
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : x) v = g(rng);
+        quant::quantize_row(t, x.data(), o.bytes.data() + size_t(r) * rb, cols);
+    }
+    o.m = Matrix{t, rows, cols, o.bytes.data(), rb};
+    return o;
+}
+
+std::vector<float> gaussian(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.f, 1.f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = g(rng);
+    return x;
+}
+
+// The reference: each token alone through dot_kernel.
+std::vector<float> reference(const Matrix& W, const float* X, int64_t n_tokens) {
+    const TensorType at = quant::dot_type(W.type);
+    std::vector<uint8_t> a(row_bytes(at, W.cols));
+    std::vector<float> Y(size_t(n_tokens * W.rows));
+    const quant::DotFn dot = quant::dot_kernel(W.type);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        quant::quantize_activation(at, X + t * W.cols, a.data(), W.cols);
+        for (int64_t r = 0; r < W.rows; ++r) Y[size_t(t * W.rows + r)] = dot(W.cols, W.row(r), a.data());
+    }
+    return Y;
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << what << " index " << i << ": " << got[i] << " vs " << want[i];
+}
+
+TEST(Matmul, EqualsTokenByTokenDotsForEveryFormatAndThreadCount) {
+    // 4096 columns of Q8_0 put ~60 tokens in an activation block: 70 tokens cross blocks.
+    const struct {
+        TensorType t;
+        int64_t rows, cols;
+    } shapes[] = {{TensorType::Q8_0, 37, 4096}, {TensorType::Q2_K, 19, 512},
+                  {TensorType::Q4_K, 21, 512},  {TensorType::IQ2_XXS, 23, 512},
+                  {TensorType::MXFP4, 17, 320}, {TensorType::F16, 29, 200},
+                  {TensorType::F32, 11, 96},    {TensorType::BF16, 13, 64}};
+    for (const auto& s : shapes) {
+        const OwnedMatrix W = make_matrix(s.t, s.rows, s.cols, 11);
+        for (int64_t n : {1, 2, 5, 70}) {
+            const auto X = gaussian(n * s.cols, uint32_t(n));
+            const auto want = reference(W.m, X.data(), n);
+            for (int threads : {1, 2, 3}) {
+                ThreadPool pool(threads);
+                std::vector<float> Y(size_t(n * s.rows));
+                matmul(W.m, X.data(), n, Y.data(), pool);
+                expect_same_bits(Y, want, tensor_type_name(s.t).c_str());
+            }
+        }
+    }
+}
+
+TEST(Matmul, MatvecEqualsOneTokenOfMatmul) {
+    const OwnedMatrix W = make_matrix(TensorType::IQ2_XXS, 300, 1024, 3);
+    const auto X = gaussian(1024, 4);
+    ThreadPool pool(2);
+    std::vector<float> y(300);
+    matvec(W.m, X.data(), y.data(), pool);
+    expect_same_bits(y, reference(W.m, X.data(), 1), "matvec");
+}
+
+TEST(Matmul, JobsWithGatheredRowsEqualSeparateProducts) {
+    // Two experts of a stacked matrix, each with its own scattered tokens, plus an empty job.
+    const OwnedMatrix W = make_matrix(TensorType::Q2_K, 2 * 40, 512, 5);
+    const int64_t n = 9;
+    const auto X = gaussian(n * 512, 6);
+    Activations acts;
+    acts.set(X.data(), n, 512, TensorType::Q8_K);
+    const Matrix e0 = W.m.slice_rows(0, 40), e1 = W.m.slice_rows(40, 40);
+    const std::vector<int64_t> tok0 = {0, 3, 4, 8}, tok1 = {1, 2, 4, 5, 6, 7, 8};
+    std::vector<float> out(size_t(n * 2 * 40), 0.f);  // [token][expert][row]
+    std::vector<const void*> a0, a1;
+    std::vector<float*> y0, y1;
+    for (int64_t t : tok0) a0.push_back(acts.row(t)), y0.push_back(&out[size_t(t * 80)]);
+    for (int64_t t : tok1) a1.push_back(acts.row(t)), y1.push_back(&out[size_t(t * 80 + 40)]);
+    const MatmulJob jobs[] = {{e0, a0.data(), y0.data(), int64_t(tok0.size())},
+                              {e1, nullptr, nullptr, 0},
+                              {e1, a1.data(), y1.data(), int64_t(tok1.size())}};
+    ThreadPool pool(2);
+    matmul_jobs(jobs, 3, pool);
+    const auto r0 = reference(e0, X.data(), n), r1 = reference(e1, X.data(), n);
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t r = 0; r < 40; ++r) {
+            const bool in0 = std::count(tok0.begin(), tok0.end(), t) > 0;
+            const bool in1 = std::count(tok1.begin(), tok1.end(), t) > 0;
+            EXPECT_EQ(std::bit_cast<uint32_t>(out[size_t(t * 80 + r)]),
+                      std::bit_cast<uint32_t>(in0 ? r0[size_t(t * 40 + r)] : 0.f));
+            EXPECT_EQ(std::bit_cast<uint32_t>(out[size_t(t * 80 + 40 + r)]),
+                      std::bit_cast<uint32_t>(in1 ? r1[size_t(t * 40 + r)] : 0.f));
+        }
+}
+
+TEST(Matmul, GroupedEqualsPerGroupMatvecs) {
+    // 3 groups of 20 rows over slices of 256 values, 5 tokens.
+    const int64_t G = 3, R = 20, K = 256, n = 5;
+    const OwnedMatrix W = make_matrix(TensorType::Q8_0, G * R, K, 12);
+    const auto X = gaussian(n * G * K, 13);
+    ThreadPool pool(2);
+    std::vector<float> Y(size_t(n * G * R)), want(size_t(n * G * R));
+    matmul_grouped(W.m, G, X.data(), n, Y.data(), pool);
+    for (int64_t g = 0; g < G; ++g)
+        for (int64_t t = 0; t < n; ++t)
+            matvec(W.m.slice_rows(g * R, R), &X[size_t((t * G + g) * K)], &want[size_t(t * G * R + g * R)], pool);
+    expect_same_bits(Y, want, "grouped");
+    EXPECT_THROW(matmul_grouped(W.m, 7, X.data(), n, Y.data(), pool), Error);
+}
+
+TEST(Matmul, CompatModeStillEqualsItsOwnDotKernel) {
+    quant::set_ggml_compat(true);
+    const OwnedMatrix W = make_matrix(TensorType::Q8_0, 33, 1024, 9);
+    const auto X = gaussian(6 * 1024, 10);
+    ThreadPool pool(2);
+    std::vector<float> Y(6 * 33);
+    matmul(W.m, X.data(), 6, Y.data(), pool);
+    const auto want = reference(W.m, X.data(), 6);
+    quant::set_ggml_compat(false);
+    expect_same_bits(Y, want, "compat");
+}
+
+TEST(Matmul, RejectsMismatchedActivations) {
+    const OwnedMatrix W = make_matrix(TensorType::Q8_0, 4, 64, 1);
+    ThreadPool pool(1);
+    Activation a;
+    const auto x = gaussian(64, 2);
+    a.set(x.data(), 64, TensorType::F16);
+    std::vector<float> y(4);
+    EXPECT_THROW(matvec(W.m, a, y.data(), pool), Error);
+    a.set(x.data(), 32, TensorType::Q8_0);
+    EXPECT_THROW(matvec(W.m, a, y.data(), pool), Error);
+}
+
+}  // namespace
+}  // namespace ds4::ops

@@ -1,0 +1,185 @@
+// The multi-row dot kernels (quant.h multi_dot_kernel): every (row, activation) value is
+// bit-identical to dot_kernel on that row and activation, for every format, every ISA this CPU
+// has, odd row and activation counts and row lengths that reach every tail path of the
+// single-row kernels.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/half.h"
+#include "quant/iq2_xxs_vbmi.h"
+#include "quant/quant.h"
+
+namespace ds4::quant {
+namespace {
+
+// A random f16 in +-[2^-6, 2^3] (finite, normal).
+uint16_t random_f16(std::mt19937& rng) {
+    const uint16_t exp = uint16_t(9 + rng() % 10);
+    return uint16_t(((rng() & 1) << 15) | (exp << 10) | (rng() & 0x3ff));
+}
+
+// Random bytes in every code field, sane values in the scale fields.
+std::vector<uint8_t> random_weights(TensorType t, int64_t rows, int64_t n, std::mt19937& rng) {
+    const size_t rb = row_bytes(t, n);
+    std::vector<uint8_t> w(rb * size_t(rows));
+    for (auto& b : w) b = uint8_t(rng());
+    auto put16 = [&](size_t off, uint16_t h) { std::memcpy(w.data() + off, &h, 2); };
+    const auto info = *tensor_type_info(t);
+    const size_t blocks = w.size() / info.block_bytes;
+    for (size_t b = 0; b < blocks; ++b) {
+        const size_t o = b * info.block_bytes;
+        switch (t) {
+            case TensorType::F16: put16(o, random_f16(rng)); break;
+            case TensorType::Q8_0:
+            case TensorType::IQ2_XXS: put16(o, random_f16(rng)); break;
+            case TensorType::Q4_K: put16(o, random_f16(rng)), put16(o + 2, random_f16(rng)); break;
+            case TensorType::Q2_K: put16(o + 80, random_f16(rng)), put16(o + 82, random_f16(rng)); break;
+            case TensorType::MXFP4: w[o] = uint8_t(110 + rng() % 30); break;
+            default: break;
+        }
+    }
+    return w;
+}
+
+struct Case {
+    TensorType type;
+    std::vector<int64_t> lengths;  // values per row
+};
+
+// Lengths reach the block loops' tails: Q8_0/MXFP4 groups of 8 blocks + pairs + a single block;
+// F16 64-value steps, 16-value steps and masked / scalar tails.
+const std::vector<Case>& cases() {
+    static const std::vector<Case> c = {
+        {TensorType::Q8_0, {32, 64, 96, 256, 288, 320, 544, 4096}},
+        {TensorType::MXFP4, {32, 64, 96, 256, 288, 320, 544, 4096}},
+        {TensorType::Q2_K, {256, 512, 768, 2048}},
+        {TensorType::Q4_K, {256, 512, 768, 2048}},
+        {TensorType::IQ2_XXS, {256, 512, 768, 4096}},
+        {TensorType::F16, {1, 7, 16, 31, 63, 64, 65, 100, 129, 1000}},
+    };
+    return c;
+}
+
+// multi(rows x acts) against dot_kernel per pair, bit for bit.
+void expect_bit_identical(TensorType t, Isa isa, int64_t n, int64_t rows, int64_t n_act,
+                          std::mt19937& rng) {
+    const MultiDotFn multi = multi_dot_kernel(t, isa);
+    ASSERT_NE(multi, nullptr) << tensor_type_name(t) << " " << isa_name(isa);
+    const DotFn dot = dot_kernel(t, isa);
+    const auto W = random_weights(t, rows, n, rng);
+    const size_t rb = row_bytes(t, n);
+    const TensorType at = dot_type(t);
+    const size_t ab = row_bytes(at, n);
+    std::normal_distribution<float> g(0.f, 1.f);
+    std::vector<float> x(static_cast<size_t>(n));
+    std::vector<uint8_t> A(ab * size_t(n_act));
+    std::vector<const void*> act(static_cast<size_t>(n_act));
+    for (int64_t a = 0; a < n_act; ++a) {
+        for (auto& v : x) v = g(rng);
+        quantize_activation(at, x.data(), A.data() + size_t(a) * ab, n);
+        act[size_t(a)] = A.data() + size_t(a) * ab;
+    }
+    std::vector<float> Y(size_t(rows * n_act), -1.f);
+    std::vector<float*> y(static_cast<size_t>(n_act));
+    for (int64_t a = 0; a < n_act; ++a) y[size_t(a)] = Y.data() + a * rows;
+    multi(n, W.data(), rb, rows, act.data(), n_act, y.data());
+    for (int64_t a = 0; a < n_act; ++a)
+        for (int64_t r = 0; r < rows; ++r) {
+            const float want = dot(n, W.data() + size_t(r) * rb, act[size_t(a)]);
+            const float got = Y[size_t(a * rows + r)];
+            ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+                << tensor_type_name(t) << " " << isa_name(isa) << " n=" << n << " rows=" << rows
+                << " acts=" << n_act << " row " << r << " act " << a << ": " << got << " vs " << want;
+        }
+}
+
+TEST(MultiDot, EveryKernelIsBitIdenticalToTheDotKernel) {
+    std::mt19937 rng(7);
+    int checked = 0;
+    for (const Case& c : cases())
+        for (int i = 0; i < kIsaCount; ++i) {
+            const Isa isa = Isa(i);
+            if (!isa_supported(isa)) continue;
+            for (int64_t n : c.lengths)
+                for (int64_t n_act : {1, 2, 3, 4, 5, 7, 8, 9, 13, 17}) {
+                    const int64_t rows = 1 + (n_act * 5 + n) % 7;  // 1..7, varied
+                    expect_bit_identical(c.type, isa, n, rows, n_act, rng);
+                    ++checked;
+                }
+        }
+    EXPECT_GT(checked, 0);
+}
+
+TEST(MultiDot, FollowsTheIsaCapLikeDotKernel) {
+    std::mt19937 rng(8);
+    for (int i = 0; i < kIsaCount; ++i) {
+        const Isa isa = Isa(i);
+        if (!isa_supported(isa)) continue;
+        set_isa_cap(isa);
+        for (const Case& c : cases()) {
+            EXPECT_EQ(multi_dot_kernel(c.type), multi_dot_kernel(c.type, isa));
+            expect_bit_identical(c.type, best_isa(), c.lengths.back(), 3, 6, rng);
+        }
+    }
+    set_isa_cap(Isa::Avx512Vnni);
+}
+
+// The IQ2_XXS AVX-512 kernels decode blocks by codebook lookups or, on AVX512-VBMI CPUs, by
+// vector permutes: both paths give the same bits, single row and multi-row (every codebook
+// point and sign pattern occurs in the random rows).
+TEST(MultiDot, Iq2xxsLookupAndVbmiPathsAgree) {
+    if (!isa_supported(Isa::Avx512Vnni) || !iq2xxs_vbmi_active()) GTEST_SKIP() << "no AVX512-VBMI";
+    std::mt19937 rng(9);
+    const int64_t n = 2048, rows = 64, n_act = 11;
+    const TensorType t = TensorType::IQ2_XXS;
+    const auto W = random_weights(t, rows, n, rng);
+    const size_t rb = row_bytes(t, n), ab = row_bytes(TensorType::Q8_K, n);
+    std::normal_distribution<float> g(0.f, 1.f);
+    std::vector<float> x(static_cast<size_t>(n));
+    std::vector<uint8_t> A(ab * size_t(n_act));
+    std::vector<const void*> act(static_cast<size_t>(n_act));
+    for (int64_t a = 0; a < n_act; ++a) {
+        for (auto& v : x) v = g(rng);
+        quantize_activation(TensorType::Q8_K, x.data(), A.data() + size_t(a) * ab, n);
+        act[size_t(a)] = A.data() + size_t(a) * ab;
+    }
+    auto run = [&](bool vbmi) {
+        iq2xxs_allow_vbmi(vbmi);
+        EXPECT_EQ(iq2xxs_vbmi_active(), vbmi);
+        std::vector<float> Y(size_t(2 * rows * n_act));
+        std::vector<float*> y(static_cast<size_t>(n_act));
+        for (int64_t a = 0; a < n_act; ++a) y[size_t(a)] = Y.data() + a * rows;
+        multi_dot_kernel(t, Isa::Avx512Vnni)(n, W.data(), rb, rows, act.data(), n_act, y.data());
+        const DotFn dot = dot_kernel(t, Isa::Avx512Vnni);
+        for (int64_t a = 0; a < n_act; ++a)
+            for (int64_t r = 0; r < rows; ++r)
+                Y[size_t(rows * n_act + a * rows + r)] = dot(n, W.data() + size_t(r) * rb, act[size_t(a)]);
+        iq2xxs_allow_vbmi(true);
+        return Y;
+    };
+    const auto lookup = run(false), vbmi = run(true);
+    ASSERT_EQ(lookup.size(), vbmi.size());
+    for (size_t i = 0; i < lookup.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(lookup[i]), std::bit_cast<uint32_t>(vbmi[i])) << i;
+    // And both equal the multi-row results of the other path, pair by pair.
+    for (int64_t i = 0; i < rows * n_act; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(vbmi[size_t(i)]), std::bit_cast<uint32_t>(vbmi[size_t(rows * n_act + i)]));
+}
+
+TEST(MultiDot, NoneForFormatsWithoutOneOrInCompatMode) {
+    EXPECT_EQ(multi_dot_kernel(TensorType::F32, Isa::Scalar), nullptr);
+    EXPECT_EQ(multi_dot_kernel(TensorType::BF16, Isa::Avx2), nullptr);
+    EXPECT_EQ(multi_dot_kernel(TensorType::Q8_K, Isa::Scalar), nullptr);  // activation format
+    EXPECT_NE(multi_dot_kernel(TensorType::Q8_0, Isa::Scalar), nullptr);
+    set_ggml_compat(true);
+    for (const Case& c : cases()) EXPECT_EQ(multi_dot_kernel(c.type), nullptr);
+    set_ggml_compat(false);
+    EXPECT_NE(multi_dot_kernel(TensorType::IQ2_XXS), nullptr);
+}
+
+}  // namespace
+}  // namespace ds4::quant
