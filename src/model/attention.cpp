@@ -6,9 +6,11 @@
 #include <cstring>
 #include <numeric>
 
+#include "common/error.h"
 #include "model/layer.h"
 #include "ops/attention.h"
 #include "ops/hc.h"
+#include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/qat.h"
 #include "quant/quant.h"
@@ -294,11 +296,8 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     // Grouped output (§3.3.8): group g's heads through its own row block of out_a.
     const int64_t G = c.o_groups, Ro = c.o_lora_rank, group_in = H / G * Dh;
     std::vector<float> z(size_t(n * G * Ro)), out(size_t(n * D));
-    for (int64_t g = 0; g < G; ++g) {
-        const ops::Matrix Ag = w.out_a.slice_rows(g * Ro, Ro);
-        for (int64_t t = 0; t < n; ++t)
-            ops::matvec(Ag, &o[t * H * Dh + g * group_in], &z[(t * G + g) * Ro], ctx.pool);
-    }
+    if (w.out_a.cols != group_in) fail("internal: out_a has {} columns, a group {}", w.out_a.cols, group_in);
+    ops::matmul_grouped(w.out_a, G, o.data(), n, z.data(), ctx.pool);
     ops::matmul(w.out_b, z.data(), n, out.data(), ctx.pool);
     for (int64_t t = 0; t < n; ++t) ops::hc_post(mixes[size_t(t)], &out[t * D], X + t * HCD, D);
 }
