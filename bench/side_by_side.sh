@@ -90,6 +90,9 @@ run_one() {  # engine case rep
   [[ $engine == ds4 ]] && exe="$bin/ds4-bench" || exe="$bin/ds4-peer-bench"
   local args=(-m "$model" --token-ids "$out/ids.txt" --ctx-start "$ctx" --ctx-max "$ctx"
               --gen-tokens "$gen" --threads "$threads" --csv "$out/$engine-$ctx-r$rep.csv")
+  # Each engine at its fastest: ds4 reads the weights into huge-page memory (--no-mmap, as
+  # llama.cpp's repack copies its weights into its own buffers); DS4_BENCH_MMAP=1 maps instead.
+  [[ $engine == ds4 && -z ${DS4_BENCH_MMAP:-} ]] && args+=(--no-mmap)
   echo "   $engine ctx $ctx rep $rep" >&2
   if ! "$exe" "${args[@]}" > "$out/$engine-$ctx-r$rep.log" 2>&1; then
     echo "side_by_side.sh: $engine failed, see $out/$engine-$ctx-r$rep.log:" >&2

@@ -181,7 +181,7 @@ std::string TensorInfo::shape_string() const {
     return s + "]";
 }
 
-std::unique_ptr<File> File::open(const std::string& path) {
+std::unique_ptr<File> File::open(const std::string& path, Load load) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
     struct stat st {};
@@ -198,8 +198,30 @@ std::unique_ptr<File> File::open(const std::string& path) {
     f->path_ = path;
     const auto size = size_t(st.st_size);
     if (size > 0) {
-        void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        const int e = errno;
+        void* m = MAP_FAILED;
+        int e = 0;
+        if (load == Load::Copy) {
+            m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            e = errno;
+            if (m != MAP_FAILED) {
+                madvise(m, size, MADV_HUGEPAGE);  // advice only: fine if THP is off
+                size_t done = 0;
+                while (done < size) {
+                    const ssize_t r = ::pread(fd, static_cast<char*>(m) + done, size - done, off_t(done));
+                    if (r < 0 && errno == EINTR) continue;
+                    if (r <= 0) {
+                        e = r < 0 ? errno : EIO;
+                        munmap(m, size);
+                        ::close(fd);
+                        fail("{}: read failed at byte {} of {}: {}", path, done, size, std::strerror(e));
+                    }
+                    done += size_t(r);
+                }
+            }
+        } else {
+            m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+            e = errno;
+        }
         ::close(fd);
         if (m == MAP_FAILED) fail("{}: cannot map {} bytes: {}", path, size, std::strerror(e));
         f->map_ = m;

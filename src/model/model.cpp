@@ -17,9 +17,9 @@
 
 namespace ds4::model {
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, gguf::File::Load how) {
     auto m = std::unique_ptr<Model>(new Model());
-    m->file_ = gguf::File::open(path);
+    m->file_ = gguf::File::open(path, how);
     m->cfg_ = ModelConfig::from_gguf(*m->file_);
     validate_tensors(*m->file_, m->cfg_);
     m->w_ = Weights::bind(*m->file_, m->cfg_);

@@ -24,7 +24,8 @@ namespace ds4::model {
 class Model {
 public:
     // Opens, validates (metadata and every tensor's shape/type) and binds. Throws ds4::Error.
-    static std::unique_ptr<Model> load(const std::string& path);
+    static std::unique_ptr<Model> load(const std::string& path,
+                                       gguf::File::Load how = gguf::File::Load::Map);
 
     const ModelConfig& config() const { return cfg_; }
     const Weights& weights() const { return w_; }

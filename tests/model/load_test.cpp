@@ -3,6 +3,8 @@
 // naming the tensor; a 2-layer file with the real Flash dimensions and q2 types runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -96,6 +98,35 @@ TEST(ModelLoad, FlashDimensionsTwoLayersRunPrefillAndDecode) {
     s.eval({int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin())}, &logits);
     for (float v : logits) ASSERT_TRUE(std::isfinite(v));
     EXPECT_EQ(s.pos(), 9);
+}
+
+}  // namespace
+}  // namespace ds4::model
+
+namespace ds4::model {
+namespace {
+
+// --no-mmap: the weights read into anonymous memory give the very same model: same tensor
+// bytes, same logits.
+TEST(ModelLoadCopy, CopiedWeightsEqualMappedOnes) {
+    oracle::TempDir dir;
+    const std::string path = generate(dir, "tiny.gguf", {"--preset", "tiny"});
+    auto mapped = Model::load(path);
+    auto copied = Model::load(path, gguf::File::Load::Copy);
+    ASSERT_EQ(mapped->file().tensors().size(), copied->file().tensors().size());
+    for (size_t i = 0; i < mapped->file().tensors().size(); ++i) {
+        const auto& t = mapped->file().tensors()[i];
+        const uint8_t* a = mapped->file().data(t);
+        const uint8_t* b = copied->file().data(copied->file().tensors()[i]);
+        ASSERT_NE(a, b);
+        ASSERT_TRUE(std::equal(a, a + t.n_bytes, b)) << "tensor " << t.name;
+    }
+    const auto ids = oracle::random_token_ids(40, mapped->config().n_vocab, 3);
+    std::vector<float> la, lb;
+    Session(*mapped, {.ctx = 64}).eval(ids, &la, true);
+    Session(*copied, {.ctx = 64}).eval(ids, &lb, true);
+    EXPECT_EQ(la, lb);
+    EXPECT_THROW(Model::load(dir.file("missing.gguf"), gguf::File::Load::Copy), Error);
 }
 
 }  // namespace

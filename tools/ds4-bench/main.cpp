@@ -34,7 +34,7 @@ int run(const Options& o) {
     const std::vector<int32_t> file_ids =
         o.token_ids.empty() ? std::vector<int32_t>{} : read_token_ids(o.token_ids);
     frontiers(o.shape);  // flag errors before the (slow) load
-    auto model = model::Model::load(o.model);
+    auto model = model::Model::load(o.model, o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map);
     const gguf::File& file = model->file();
 
     std::vector<int32_t> ids = file_ids;

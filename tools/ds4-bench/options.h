@@ -21,6 +21,7 @@ struct Options {
     int64_t ctx = 0;            // --ctx/--ctx-alloc (0: last frontier + gen-tokens)
     int64_t prefill_chunk = 512;  // --prefill-chunk
     bool qat = true;            // --no-qat
+    bool no_mmap = false;       // --no-mmap
     std::string dump_probe_ids; // --dump-probe-ids FILE: each probe's greedy ids, one line per row
 };
 

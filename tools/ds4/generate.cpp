@@ -28,7 +28,7 @@ sampling::SamplerParams sampler_params(const Options& o) {
 
 int run_generate(const Options& o) {
     const std::string user = read_prompt(o);
-    auto model = model::Model::load(o.model);
+    auto model = model::Model::load(o.model, o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map);
     const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     if (o.thinking == chat::ThinkingMode::Max &&
         chat::effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Max)

@@ -64,7 +64,7 @@ const char* mode_name(chat::ThinkingMode m) {
 class Chat {
 public:
     Chat(const Options& o) : o_(o), ctx_(o.ctx), thinking_(o.thinking) {
-        model_ = model::Model::load(o.model);
+        model_ = model::Model::load(o.model, o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map);
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
         restart(ctx_);
     }

@@ -26,6 +26,7 @@ struct Options {
     long long ctx = 4096;         // --ctx
     long long prefill_chunk = 512;  // --prefill-chunk (1 = token-by-token decode)
     bool qat = true;              // --no-qat turns the FP8/FP4 simulations off
+    bool no_mmap = false;         // --no-mmap: weights read into (huge-page) memory
 
     // Prompt and --dump-tokens.
     std::string prompt;           // -p TEXT
