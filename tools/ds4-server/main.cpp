@@ -24,6 +24,7 @@ struct Options {
     long long prefill_chunk = 512;
     long long rewind_slack = 4096;
     bool qat = true;
+    bool no_mmap = false;
     ds4::server::ServerOptions server;
     std::string force_output;
 };
@@ -36,7 +37,8 @@ int run(const Options& o) {
     if (!o.model_given && !std::filesystem::exists(o.model))
         ds4::fail("model file {} not found; pass -m FILE (scripts/run-default.sh writes a small "
                   "random model to models/default.gguf)", o.model);
-    auto model = ds4::model::Model::load(o.model);
+    auto model = ds4::model::Model::load(
+        o.model, o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map);
     const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
     const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     ds4::engine::Engine engine(*model, *tok,
@@ -113,6 +115,9 @@ int main(int argc, char** argv) {
                    "Connections served at once (default 64); generation is one at a time")
         ->check(CLI::Range(2, 4096))->group("HTTP API");
     app.add_flag("--cors", o.server.cors, "Send Access-Control-Allow-* headers")->group("HTTP API");
+    app.add_flag("--no-mmap", o.no_mmap,
+                 "Read the weights into memory (huge pages) instead of mapping the file: slower "
+                 "start, 2x memory while the page cache holds the file, much faster decode");
     app.add_option("--test-force-output", o.force_output,
                    "TEST ONLY: JSON array of output texts; each request emits the next one "
                    "instead of sampling (docs/SERVER.md)")
