@@ -2,7 +2,7 @@
 // as CPU seconds per token (the sum over threads, which other processes sharing the cores do
 // not inflate much, so runs on a busy machine stay comparable).
 //
-//   forward_bench -m FILE [--prefill 512] [--decode 16] [--threads 2] [--warm 0] [--reps 1]
+//   forward_bench -m FILE [--prefill 512] [--decode 16] [--threads 2] [--warm 0] [--reps 1] [--no-mmap]
 //
 // Token ids are a fixed pseudo-random sequence. Before timing, every page of the model's
 // mapping is touched (as llama.cpp's MAP_POPULATE does at load; first-touch page faults cost
@@ -57,9 +57,15 @@ int main(int argc, char** argv) try {
     std::string path;
     int64_t prefill = 512, decode = 16;
     int threads = 2, reps = 1;
-    bool warm = false;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i], v = argv[i + 1];
+    bool warm = false, no_mmap = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--no-mmap") {
+            no_mmap = true;
+            continue;
+        }
+        if (i + 1 >= argc) ds4::fail("option {} needs a value", a);
+        const std::string v = argv[++i];
         if (a == "-m") path = v;
         else if (a == "--prefill") prefill = std::stoll(v);
         else if (a == "--decode") decode = std::stoll(v);
@@ -68,9 +74,9 @@ int main(int argc, char** argv) try {
         else if (a == "--reps") reps = std::stoi(v);
         else ds4::fail("unknown option {}", a);
     }
-    if (path.empty()) ds4::fail("usage: forward_bench -m FILE [--prefill N] [--decode N] [--threads N]");
-    auto model = ds4::model::Model::load(path);
-    {
+    if (path.empty()) ds4::fail("usage: forward_bench -m FILE [--prefill N] [--decode N] [--threads N] [--no-mmap]");
+    auto model = ds4::model::Model::load(path, no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map);
+    if (!no_mmap) {
         char resolved[4096];
         touch_mapping(realpath(path.c_str(), resolved) ? resolved : path);
     }

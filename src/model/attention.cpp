@@ -76,28 +76,38 @@ void Session::LayerState::rewind(int64_t n) {
 std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, const float* scale,
                                const float* base, const float* X, int64_t n, float* y) {
     const ModelConfig& c = ctx.cfg;
-    const int64_t D = c.n_embd, HCD = c.hc_dim();
-    std::vector<float> zn(static_cast<size_t>(HCD)), m(size_t(c.hc_mix()));
-    std::vector<ops::HcMix> mixes;
-    for (int64_t t = 0; t < n; ++t) {
-        const float* x = X + t * HCD;
-        // The 24 mixes see the RMS-normalised flat state; the sum uses the raw streams.
-        ops::rms_norm(x, HCD, nullptr, c.norm_eps, zn.data());
-        ops::matvec(fn, zn.data(), m.data(), ctx.pool);
-        mixes.push_back(ops::hc_split(m.data(), scale, base, int(c.hc), int(c.sinkhorn_iters), c.hc_eps));
-        ops::hc_weighted_sum(x, mixes.back().pre.data(), int(c.hc), D, y + t * D);
-    }
+    const int64_t D = c.n_embd, HCD = c.hc_dim(), M = c.hc_mix();
+    // (Pointers, not the thread_local vectors, go into the lambdas: workers have their own.)
+    thread_local std::vector<float> zn_buf, m_buf;
+    float* zn = grow(zn_buf, n * HCD);
+    float* m = grow(m_buf, n * M);
+    // The mixes see the RMS-normalised flat state; the sum uses the raw streams. One batched
+    // product for the chunk (equal to a matvec per token, ops/matmul.h).
+    for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(X + t * HCD, HCD, nullptr, c.norm_eps, &zn[t * HCD]); });
+    ops::matmul(fn, zn, n, m, ctx.pool);
+    std::vector<ops::HcMix> mixes(static_cast<size_t>(n));
+    for_tokens(ctx.pool, n, [&](int64_t t) {
+        mixes[size_t(t)] = ops::hc_split(&m[t * M], scale, base, int(c.hc), int(c.sinkhorn_iters), c.hc_eps);
+        ops::hc_weighted_sum(X + t * HCD, mixes[size_t(t)].pre.data(), int(c.hc), D, y + t * D);
+    });
     return mixes;
 }
 
 namespace {
 
+// The sublayer's buffers (hundreds of MB for a long chunk), kept between calls: fresh
+// allocations of that size come from the kernel as zeroed pages every time (page faults and
+// clearing on the calling thread while the others wait).
+struct AttentionScratch {
+    std::vector<float> y, a, qr, qn, q, kv, ck, cg, ik, ig, iq, iw, o, z, out;
+};
+
 // Projects the chunk for a compressor: k = Wkv a, g = Wg a + APE[p mod r].
 void compressor_projections(const LayerContext& ctx, const CompressorWeights& cw, const float* a,
                             int64_t n, int64_t p0, std::vector<float>& k, std::vector<float>& g) {
     const int64_t row = int64_t(cw.coff) * cw.width;
-    k.resize(size_t(n * row));
-    g.resize(size_t(n * row));
+    grow(k, n * row);
+    grow(g, n * row);
     ops::matmul(cw.kv, a, n, k.data(), ctx.pool);
     ops::matmul(cw.gate, a, n, g.data(), ctx.pool);
     for (int64_t t = 0; t < n; ++t) {
@@ -142,46 +152,52 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     const bool qat = ctx.opt.qat;
     const ops::Rope& rope = ctx.model.rope(uint32_t(w.index));
 
-    std::vector<float> y(size_t(n * D)), a(size_t(n * D));
+    thread_local AttentionScratch sc;
+    float* y = grow(sc.y, n * D);
+    float* a = grow(sc.a, n * D);
     const std::vector<ops::HcMix> mixes =
-        hc_pre(ctx, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, X, n, y.data());
-    for (int64_t t = 0; t < n; ++t) ops::rms_norm(&y[t * D], D, w.attn_norm, c.norm_eps, &a[t * D]);
+        hc_pre(ctx, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, X, n, y);
+    for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.attn_norm, c.norm_eps, &a[t * D]); });
 
     // Query path (§3.3.2): qr -> qn (kept for the indexer) -> q, per-head RMS, RoPE.
-    std::vector<float> qr(size_t(n * Rq)), qn(size_t(n * Rq)), q(size_t(n * H * Dh));
-    ops::matmul(w.q_a, a.data(), n, qr.data(), ctx.pool);
-    for (int64_t t = 0; t < n; ++t) ops::rms_norm(&qr[t * Rq], Rq, w.q_a_norm, c.norm_eps, &qn[t * Rq]);
-    ops::matmul(w.q_b, qn.data(), n, q.data(), ctx.pool);
-    for (int64_t t = 0; t < n; ++t) {
+    float* qr = grow(sc.qr, n * Rq);
+    float* qn = grow(sc.qn, n * Rq);
+    float* q = grow(sc.q, n * H * Dh);
+    ops::matmul(w.q_a, a, n, qr, ctx.pool);
+    for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&qr[t * Rq], Rq, w.q_a_norm, c.norm_eps, &qn[t * Rq]); });
+    ops::matmul(w.q_b, qn, n, q, ctx.pool);
+    for_tokens(ctx.pool, n, [&](int64_t t) {
         for (int64_t h = 0; h < H; ++h) {
             float* qh = &q[(t * H + h) * Dh];
             ops::rms_norm(qh, Dh, nullptr, c.norm_eps, qh);
         }
         rope.apply(&q[t * H * Dh], int(H), int(Dh), p0 + t);
-    }
+    });
 
     // KV path (§3.3.3): one row per token, key and value at once.
-    std::vector<float> kv(size_t(n * Dh));
-    ops::matmul(w.kv, a.data(), n, kv.data(), ctx.pool);
-    for (int64_t t = 0; t < n; ++t) {
+    float* kv = grow(sc.kv, n * Dh);
+    ops::matmul(w.kv, a, n, kv, ctx.pool);
+    for_tokens(ctx.pool, n, [&](int64_t t) {
         float* row = &kv[t * Dh];
         ops::rms_norm(row, Dh, w.kv_norm, c.norm_eps, row);
         rope.apply(row, 1, int(Dh), p0 + t);
         if (qat) ops::fp8_roundtrip(row, nope);
-    }
+    });
 
     // Compressor and indexer projections for the whole chunk.
-    std::vector<float> ck, cg, ik, ig, iq, iw;
+    std::vector<float>&ck = sc.ck, &cg = sc.cg, &ik = sc.ik, &ig = sc.ig;
+    float* iq = nullptr;
+    float* iw = nullptr;
     const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
-    if (w.ratio != 0) compressor_projections(ctx, w.compressor, a.data(), n, p0, ck, cg);
+    if (w.ratio != 0) compressor_projections(ctx, w.compressor, a, n, p0, ck, cg);
     if (w.ratio == 4) {
-        compressor_projections(ctx, w.indexer_compressor, a.data(), n, p0, ik, ig);
-        iq.resize(size_t(n * HI * DI));
-        iw.resize(size_t(n * HI));
-        ops::matmul(w.indexer_q_b, qn.data(), n, iq.data(), ctx.pool);
-        ops::matmul(w.indexer_proj, a.data(), n, iw.data(), ctx.pool);
+        compressor_projections(ctx, w.indexer_compressor, a, n, p0, ik, ig);
+        iq = grow(sc.iq, n * HI * DI);
+        iw = grow(sc.iw, n * HI);
+        ops::matmul(w.indexer_q_b, qn, n, iq, ctx.pool);
+        ops::matmul(w.indexer_proj, a, n, iw, ctx.pool);
         const float wscale = 1.0f / std::sqrt(float(DI * HI));
-        for (int64_t t = 0; t < n; ++t) {
+        for_tokens(ctx.pool, n, [&](int64_t t) {
             rope.apply(&iq[t * HI * DI], int(HI), int(DI), p0 + t);
             if (qat)
                 for (int64_t h = 0; h < HI; ++h) {
@@ -189,14 +205,15 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
                     ops::fp4_roundtrip(&iq[(t * HI + h) * DI], DI);
                 }
             for (int64_t h = 0; h < HI; ++h) iw[t * HI + h] *= wscale;
-        }
+        });
     }
 
     // Tokens go in blocks: first, in position order, each token's state updates (raw ring,
     // compressors); then attention for the whole block in parallel, each token over exactly
     // the rows it may see (compressed rows are append-only; the raw ring keeps enough slack
     // that the block's first token still finds its window, which bounds the block size).
-    std::vector<float> o(size_t(n * H * Dh)), pooled(size_t(std::max<int64_t>(Dh, DI)));
+    float* o = grow(sc.o, n * H * Dh);
+    std::vector<float> pooled(size_t(std::max<int64_t>(Dh, DI)));
     const float scale = 1.0f / std::sqrt(float(Dh));
     const int64_t crow = int64_t(w.compressor.coff) * Dh;  // compressor projection width
     const int64_t block = s.raw_slots >= ctx.opt.ctx ? n : std::max<int64_t>(1, s.raw_slots - s.window + 1);
@@ -295,11 +312,12 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
 
     // Grouped output (§3.3.8): group g's heads through its own row block of out_a.
     const int64_t G = c.o_groups, Ro = c.o_lora_rank, group_in = H / G * Dh;
-    std::vector<float> z(size_t(n * G * Ro)), out(size_t(n * D));
     if (w.out_a.cols != group_in) fail("internal: out_a has {} columns, a group {}", w.out_a.cols, group_in);
-    ops::matmul_grouped(w.out_a, G, o.data(), n, z.data(), ctx.pool);
-    ops::matmul(w.out_b, z.data(), n, out.data(), ctx.pool);
-    for (int64_t t = 0; t < n; ++t) ops::hc_post(mixes[size_t(t)], &out[t * D], X + t * HCD, D);
+    float* z = grow(sc.z, n * G * Ro);
+    float* out = grow(sc.out, n * D);
+    ops::matmul_grouped(w.out_a, G, o, n, z, ctx.pool);
+    ops::matmul(w.out_b, z, n, out, ctx.pool);
+    for_tokens(ctx.pool, n, [&](int64_t t) { ops::hc_post(mixes[size_t(t)], &out[t * D], X + t * HCD, D); });
 }
 
 }  // namespace ds4::model

@@ -51,6 +51,21 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
 void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
                   const int32_t* tokens, int64_t n, int64_t p0);
 
+// v.data() with at least n floats: scratch buffers only grow (fresh large allocations cost
+// page faults and clearing on every chunk).
+inline float* grow(std::vector<float>& v, int64_t n) {
+    if (v.size() < size_t(n)) v.resize(size_t(n));
+    return v.data();
+}
+
+// fn(t) for every token t < n, split over the pool (per-token work that is independent).
+template <class Fn>
+void for_tokens(ThreadPool& pool, int64_t n, Fn&& fn) {
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) fn(t);
+    });
+}
+
 // hc_pre for every token of the chunk (§3.2): the sublayer inputs y [n][n_embd] and the mixes
 // that hc_post needs.
 std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, const float* scale,

@@ -92,11 +92,6 @@ struct Scratch {
     ops::Activations v_exp, v_sh;
 };
 
-float* grow(std::vector<float>& v, int64_t n) {
-    if (v.size() < size_t(n)) v.resize(size_t(n));
-    return v.data();
-}
-
 }  // namespace
 
 void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
@@ -109,17 +104,17 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
     float* logits = grow(sc.logits, n * E);
     const std::vector<ops::HcMix> mixes =
         hc_pre(ctx, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, X, n, y);
-    for (int64_t t = 0; t < n; ++t) ops::rms_norm(&y[t * D], D, w.ffn_norm, c.norm_eps, &v[t * D]);
+    for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.ffn_norm, c.norm_eps, &v[t * D]); });
     ops::matmul(w.router, v, n, logits, ctx.pool);
 
     // Routing, token by token; slot t*K+k is token t's k-th chosen expert.
     std::vector<Route> routes(static_cast<size_t>(n));
-    {
+    ctx.pool.parallel_for(n, [&](int64_t b, int64_t e) {
         std::vector<float> prob(static_cast<size_t>(E));
         std::vector<int32_t> order(static_cast<size_t>(E));
-        for (int64_t t = 0; t < n; ++t)
+        for (int64_t t = b; t < e; ++t)
             route_token(c, w, &logits[size_t(t * E)], tokens[t], prob, order, routes[size_t(t)]);
-    }
+    }, 8);
     std::vector<std::vector<int64_t>> slots_of(static_cast<size_t>(E));  // expert -> slots, in token order
     for (int64_t t = 0; t < n; ++t)
         for (int64_t k = 0; k < K; ++k) {
