@@ -1,9 +1,10 @@
 // Multi-row IQ2_XXS x Q8_K dots, AVX-512 VNNI: iq2_xxs_avx512.cpp's arithmetic per activation
 // row (per block 16 i32 lanes of scale-weighted pair sums, one FMA with d_w * d_a, the same
-// final sum), with the weight side of every block decoded once for a tile of up to 8
-// activation rows, packed once per tile (iq2_xxs_step_avx512.h iq2xxs_tile).
+// final sum), with each weight row decoded once (iq2_xxs_step_avx512.h iq2xxs_decode_row)
+// for all the activation rows, which are packed once, in tiles of up to 8.
 #include "quant/x86_simd.h"  // first: see there
 
+#include <utility>
 #include <vector>
 
 #include "quant/iq2_xxs_step_avx512.h"
@@ -15,31 +16,50 @@ namespace ds4::quant {
 void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
                           const void* const* act, int64_t n_act, float* const* y) {
     constexpr int kTile = 8;
-    const int64_t nb = n / kQK_K;
+    const int64_t nb = n / kQK_K, tiles = (n_act + kTile - 1) / kTile;
+    // Every activation row packed once, tile by tile: tile i at codes + i * tile_bytes.
+    const size_t tile_bytes = size_t(nb * 4 * kTile * 64);
     thread_local std::vector<uint8_t> codes;
     thread_local std::vector<float> ad;
-    if (codes.size() < size_t(nb * 4 * kTile * 64)) codes.resize(size_t(nb * 4 * kTile * 64));
-    if (ad.size() < size_t(nb * kTile)) ad.resize(size_t(nb * kTile));
-    static const Iq2xxsLookupDecoder lookup;
-    const bool vbmi = iq2xxs_vbmi_active();
+    thread_local std::vector<Iq2xxsDecodedBlock> decoded;
+    if (codes.size() < size_t(tiles) * tile_bytes) codes.resize(size_t(tiles) * tile_bytes);
+    if (ad.size() < size_t(tiles * nb * kTile)) ad.resize(size_t(tiles * nb * kTile));
+    if (decoded.size() < size_t(nb)) decoded.resize(size_t(nb));
     const __m512i bias = _mm512_set1_epi8(char(0x80));
-    for (int64_t t0 = 0; t0 < n_act; t0 += kTile) {
+    for (int64_t i = 0; i < tiles; ++i) {
+        const int64_t t0 = i * kTile;
         const int m = int(n_act - t0 < kTile ? n_act - t0 : kTile);
+        uint8_t* pc = codes.data() + size_t(i) * tile_bytes;
+        float* pd = ad.data() + size_t(i * nb * kTile);
         for (int t = 0; t < m; ++t) {
             const auto* a = static_cast<const BlockQ8_K*>(act[t0 + t]);
             for (int64_t b = 0; b < nb; ++b) {
-                ad[size_t(b * m + t)] = a[b].d;
+                pd[size_t(b * m + t)] = a[b].d;
                 for (int s = 0; s < 4; ++s)
-                    _mm512_storeu_si512(&codes[size_t(((b * 4 + s) * m + t) * 64)],
+                    _mm512_storeu_si512(pc + size_t(((b * 4 + s) * m + t) * 64),
                                         _mm512_xor_si512(_mm512_loadu_si512(a[b].qs + 64 * s), bias));
             }
         }
-        const auto* base = static_cast<const uint8_t*>(W);
-        if (vbmi)
-            iq2xxs_rows_vbmi(nb, base, w_stride, rows, codes.data(), ad.data(), m, y + t0);
-        else
-            iq2xxs_rows<Iq2xxsLookupDecoder, kTile>(lookup, nb, base, w_stride, rows, codes.data(),
-                                                   ad.data(), m, y + t0);
+    }
+    // Each weight row is decoded once (into L1) for all the tiles.
+    static const Iq2xxsLookupDecoder lookup;
+    const bool vbmi = iq2xxs_vbmi_active();
+    const auto* base = static_cast<const uint8_t*>(W);
+    float out[kTile];
+    for (int64_t r = 0; r < rows; ++r) {
+        const auto* x = reinterpret_cast<const BlockIQ2_XXS*>(base + size_t(r) * w_stride);
+        if (vbmi) iq2xxs_decode_row_vbmi(nb, x, decoded.data());
+        else iq2xxs_decode_row(lookup, nb, x, decoded.data());
+        for (int64_t i = 0; i < tiles; ++i) {
+            const int64_t t0 = i * kTile;
+            const int m = int(n_act - t0 < kTile ? n_act - t0 : kTile);
+            const uint8_t* pc = codes.data() + size_t(i) * tile_bytes;
+            const float* pd = ad.data() + size_t(i * nb * kTile);
+            [&]<int... I>(std::integer_sequence<int, I...>) {
+                ((m == I + 1 ? iq2xxs_tile_decoded<I + 1>(nb, decoded.data(), pc, pd, out) : void()), ...);
+            }(std::make_integer_sequence<int, kTile>{});
+            for (int k = 0; k < m; ++k) y[t0 + k][r] = out[k];
+        }
     }
 }
 

@@ -16,6 +16,16 @@
 #include "quant/iq2_xxs_grid.h"
 
 namespace ds4::quant {
+
+// One IQ2_XXS block decoded for the multi-row kernel: per step the signed weights and the
+// 2l+1 words, the weight-only correction of the a + 128 activation packing, and d.
+struct alignas(64) Iq2xxsDecodedBlock {
+    uint8_t w[4][64];
+    uint8_t scale[4][64];
+    uint8_t corr[64];
+    float d;
+};
+
 namespace {
 
 // Step s of a block covers groups 2s (low 256 bits) and 2s+1 (high 256 bits).
@@ -95,51 +105,51 @@ inline float iq2xxs_dot(const Dec& dec, int64_t n, const void* w, const void* ac
     return 0.125f * _mm512_reduce_add_ps(acc);
 }
 
-// A packed tile of T activation rows (iq2_xxs_multi_avx512.cpp): codes [nb*4 steps][T][64]
-// as unsigned bytes a + 128, block scales [nb][T]. The signs go onto the weights once per
-// step, and each row's lanes drop 128 * (scale-weighted weight pair sums), a weight-only term:
-// the same integers as the single kernel's, with a load, vpmaddubsw and vpdpwssd per step
-// and row.
-template <class Dec, int T>
-inline void iq2xxs_tile(const Dec& dec, int64_t nb, const BlockIQ2_XXS* x, const uint8_t* pa,
-                        const float* ad, float* out) {
+// The multi-row kernel (iq2_xxs_multi_avx512.cpp) decodes each weight row once into these
+// blocks (in L1), then runs every tile of activation rows over them.
+template <class Dec>
+inline void iq2xxs_decode_row(const Dec& dec, int64_t nb, const BlockIQ2_XXS* x,
+                              Iq2xxsDecodedBlock* out) {
     const __m512i zero = _mm512_setzero_si512(), bias = _mm512_set1_epi8(char(0x80));
-    __m512 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         Iq2xxsStep st[4];
         dec.block(x[b], st);
-        __m512i isum[T];
-        for (int t = 0; t < T; ++t) isum[t] = zero;
         __m512i corr = zero;
-        for (int s = 0; s < 4; ++s, pa += T * 64) {
+        for (int s = 0; s < 4; ++s) {
             const __m512i w = _mm512_mask_sub_epi8(st[s].mag, st[s].neg, zero, st[s].mag);
             corr = _mm512_dpwssd_epi32(corr, _mm512_maddubs_epi16(bias, w), st[s].scale);
-            for (int t = 0; t < T; ++t)
-                isum[t] = _mm512_dpwssd_epi32(
-                    isum[t], _mm512_maddubs_epi16(_mm512_loadu_si512(pa + t * 64), w), st[s].scale);
+            _mm512_store_si512(out[b].w[s], w);
+            _mm512_store_si512(out[b].scale[s], st[s].scale);
         }
-        const float xd = f16c_to_f32(x[b].d);
+        _mm512_store_si512(out[b].corr, corr);
+        out[b].d = f16c_to_f32(x[b].d);
+    }
+}
+
+// A packed tile of T activation rows: codes [nb*4 steps][T][64] as unsigned bytes a + 128,
+// block scales [nb][T]. Each row's lanes drop the block's weight-only term 128 * (scale-
+// weighted weight pair sums): the same integers as the single kernel's, with a load,
+// vpmaddubsw and vpdpwssd per step and row.
+template <int T>
+inline void iq2xxs_tile_decoded(int64_t nb, const Iq2xxsDecodedBlock* xd, const uint8_t* pa,
+                                const float* ad, float* out) {
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m512i isum[T];
+        for (int t = 0; t < T; ++t) isum[t] = zero;
+        for (int s = 0; s < 4; ++s, pa += T * 64) {
+            const __m512i w = _mm512_load_si512(xd[b].w[s]), sc = _mm512_load_si512(xd[b].scale[s]);
+            for (int t = 0; t < T; ++t)
+                isum[t] = _mm512_dpwssd_epi32(isum[t], _mm512_maddubs_epi16(_mm512_loadu_si512(pa + t * 64), w), sc);
+        }
+        const __m512i corr = _mm512_load_si512(xd[b].corr);
         for (int t = 0; t < T; ++t)
-            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(ad[b * T + t] * xd),
+            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(ad[b * T + t] * xd[b].d),
                                      _mm512_cvtepi32_ps(_mm512_sub_epi32(isum[t], corr)), acc[t]);
     }
     for (int t = 0; t < T; ++t) out[t] = 0.125f * _mm512_reduce_add_ps(acc[t]);
-}
-
-// Every row of W against a packed tile of m (1..kMaxT) activation rows: y[i][r].
-template <class Dec, int kMaxT>
-inline void iq2xxs_rows(const Dec& dec, int64_t nb, const uint8_t* W, size_t w_stride,
-                        int64_t rows, const uint8_t* codes, const float* ad, int m,
-                        float* const* y) {
-    float out[kMaxT];
-    for (int64_t r = 0; r < rows; ++r) {
-        const auto* x = reinterpret_cast<const BlockIQ2_XXS*>(W + size_t(r) * w_stride);
-        [&]<int... I>(std::integer_sequence<int, I...>) {
-            ((m == I + 1 ? iq2xxs_tile<Dec, I + 1>(dec, nb, x, codes, ad, out) : void()), ...);
-        }(std::make_integer_sequence<int, kMaxT>{});
-        for (int i = 0; i < m; ++i) y[i][r] = out[i];
-    }
 }
 
 }  // namespace

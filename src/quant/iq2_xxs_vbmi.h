@@ -14,10 +14,11 @@ bool iq2xxs_vbmi_active();
 // Tests turn it off to check the lookup path on a VBMI CPU (process-wide).
 void iq2xxs_allow_vbmi(bool allow);
 
-// Only while iq2xxs_vbmi_active(): the dot, and every row of W against a packed tile of m
-// (1..8) activation rows (layout in iq2_xxs_step_avx512.h iq2xxs_tile).
+struct Iq2xxsDecodedBlock;  // iq2_xxs_step_avx512.h
+
+// Only while iq2xxs_vbmi_active(): the dot, and the decoding of one weight row of nb blocks
+// for the multi-row kernel (iq2_xxs_step_avx512.h iq2xxs_decode_row).
 float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act);
-void iq2xxs_rows_vbmi(int64_t nb, const uint8_t* W, size_t w_stride, int64_t rows,
-                      const uint8_t* codes, const float* ad, int m, float* const* y);
+void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedBlock* out);
 
 }  // namespace ds4::quant

@@ -154,9 +154,8 @@ float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act) {
     return iq2xxs_dot(decoder(), n, w, act);
 }
 
-void iq2xxs_rows_vbmi(int64_t nb, const uint8_t* W, size_t w_stride, int64_t rows,
-                      const uint8_t* codes, const float* ad, int m, float* const* y) {
-    iq2xxs_rows<VbmiDecoder, 8>(decoder(), nb, W, w_stride, rows, codes, ad, m, y);
+void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedBlock* out) {
+    iq2xxs_decode_row(decoder(), nb, static_cast<const BlockIQ2_XXS*>(row), out);
 }
 
 }  // namespace ds4::quant
