@@ -78,7 +78,9 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
         check_job(j);
         if (j.n_tokens == 0 || j.W.rows == 0) continue;
         dots[i] = quant::dot_kernel(j.W.type);
-        multis[i] = j.n_tokens > 1 ? quant::multi_dot_kernel(j.W.type) : nullptr;
+        multis[i] = j.n_tokens > 1 || quant::multi_dot_for_one_activation(j.W.type)
+                        ? quant::multi_dot_kernel(j.W.type)
+                        : nullptr;
         const size_t act_bytes = row_bytes(quant::dot_type(j.W.type), j.W.cols);
         const int64_t per_block = std::max<int64_t>(1, int64_t(kActBlockBytes / act_bytes));
         const int64_t t_blocks = (j.n_tokens + per_block - 1) / per_block;

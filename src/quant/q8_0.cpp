@@ -40,13 +40,16 @@ void quantize(const float* src, void* dst, int64_t n, const float*) {
 float dot_q8_0_scalar(int64_t n, const void* w, const void* act) {
     const auto* x = static_cast<const BlockQ8_0*>(w);
     const auto* y = static_cast<const BlockQ8_0*>(act);
-    float sum = 0.0f;
+    float lane[kQ8_0Lanes] = {};
     for (int64_t b = 0; b < n / kQK8_0; ++b) {
         int sumi = 0;
         for (int j = 0; j < kQK8_0; ++j) sumi += int(x[b].qs[j]) * int(y[b].qs[j]);
-        sum += float(sumi) * (f16_to_f32(x[b].d) * f16_to_f32(y[b].d));
+        float& acc = lane[b % kQ8_0Lanes];
+        acc = std::fma(float(sumi), f16_to_f32(x[b].d) * f16_to_f32(y[b].d), acc);
     }
-    return sum;
+    for (int w = kQ8_0Lanes / 2; w >= 1; w /= 2)
+        for (int k = 0; k < w; ++k) lane[k] += lane[k + w];
+    return lane[0];
 }
 
 const FormatOps& q8_0_ops() {

@@ -4,14 +4,18 @@
 // produces them (the SIMD kernels move the weight's sign onto the activation, so -128 there
 // would overflow). Weight codes may be any int8, including -128.
 //
-// Each block contributes float(sum of 32 integer products) * (d_w * d_a); the integer sums
-// are exact, so the SIMD kernels differ from the scalar reference only in float summation
-// order.
+// The arithmetic, which every kernel (scalar, AVX2, AVX-512, one row or many) reproduces bit
+// for bit: 16 float lanes from 0; block b, in order, does lane[b % 16] = fma(float(exact sum
+// of its 32 integer products), d_w * d_a, lane[b % 16]); then lane[k] += lane[k + w] for
+// w = 8, 4, 2, 1 and the result is lane[0]. (16 lanes: a 512-bit register of block sums, so
+// the SIMD kernels need no horizontal sum per block; see q8_0_multi_avx512.cpp.)
 #pragma once
 
 #include <cstdint>
 
 namespace ds4::quant {
+
+inline constexpr int kQ8_0Lanes = 16;
 
 float dot_q8_0_scalar(int64_t n, const void* w, const void* act);
 

@@ -1,71 +1,130 @@
-// Multi-row Q8_0 x Q8_0 dots, AVX2: q8_0_avx2.cpp's arithmetic per activation row (two
-// accumulators over alternating blocks, |w| * a*sign(w) with vpmaddubsw and vpmaddwd, one FMA
-// per block with d_w * d_a), with |w| and the weight scale made once per tile. The
-// activations' f16 scales are converted once per call (exactly).
+// Q8_0 x Q8_0 dots, AVX2, for any number of weight rows and activation rows; the one-row
+// dot (q8_0_avx2.cpp) is this with one of each.
+//
+// The AVX-512 kernel's layout (q8_0_multi_avx512.cpp) in two 256-bit halves: a chunk of 16
+// blocks is two transposed groups of 8 (blocks 0-7 feed lanes 0-7 of accumulator lo, 8-15
+// those of hi: q8_0.h's lanes). Without VNNI the four products per lane come from vpmaddubsw
+// on |w| and the activation with w's signs (at most 2 * 128 * 127 per pair, no saturation)
+// and vpmaddwd with ones. Activations are transposed once per call.
 #include "quant/x86_simd.h"  // first: see there
 
 #include <vector>
 
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
-#include "quant/multi_tile.h"
+#include "quant/q8_0.h"
 
 namespace ds4::quant {
 namespace {
 
-struct Kernel {
-    int64_t nb;
-    const BlockQ8_0* const* act;
-    const float* ascale;  // [n_act][nb]
+constexpr int kGroup = 8;   // blocks per transposed group (lanes)
+constexpr int kTile = 4;    // activation rows per register tile
 
-    template <int T>
-    static void block(const BlockQ8_0& x, const BlockQ8_0* const* y, const float* const* ys,
-                      int64_t b, __m256* acc) {
-        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
-        const __m256i wabs = _mm256_sign_epi8(w, w);
-        const float wd = _cvtsh_ss(x.d);
-        for (int t = 0; t < T; ++t) {
-            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[t][b].qs));
-            const __m256i p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, w));
-            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(wd * ys[t][b]), p, acc[t]);
-        }
-    }
-
-    template <int T>
-    void tile(const uint8_t* wp, int64_t t0, float* out) const {
-        const auto* x = reinterpret_cast<const BlockQ8_0*>(wp);
-        const BlockQ8_0* y[T];
-        const float* ys[T];
-        for (int t = 0; t < T; ++t) {
-            y[t] = act[t0 + t];
-            ys[t] = ascale + (t0 + t) * nb;
-        }
-        __m256 acc0[T], acc1[T];
-        for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
-        int64_t b = 0;
-        for (; b + 2 <= nb; b += 2) {
-            block<T>(x[b], y, ys, b, acc0);
-            block<T>(x[b + 1], y, ys, b + 1, acc1);
-        }
-        if (b < nb) block<T>(x[b], y, ys, b, acc0);
-        for (int t = 0; t < T; ++t) out[t] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));
-    }
+struct alignas(32) Group {
+    __m256i q[8];  // dword i of every block's codes
+    __m256 d;      // every block's scale
 };
+
+// Transposes blocks x[0 .. n) (n <= 8; the rest are zero) into g.
+inline void transpose_group(const BlockQ8_0* x, int n, Group& g) {
+    __m256i z[8];
+    alignas(16) uint16_t d[kGroup] = {};
+    for (int i = 0; i < 8; ++i) {
+        z[i] = i < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs)) : _mm256_setzero_si256();
+        if (i < n) d[i] = x[i].d;
+    }
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(z[i], z[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(z[i], z[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);          // dwords 0 / 4 of blocks i..i+3
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);      // 1 / 5
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);  // 2 / 6
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);  // 3 / 7
+    }
+    for (int k = 0; k < 4; ++k) {
+        g.q[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+        g.q[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+    }
+    g.d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
+}
+
+// Adds group w (weights) times group a (one activation row) to acc.
+inline __m256 group_fma(const Group& w, const Group& a, __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p0 = _mm256_setzero_si256(), p1 = p0;
+    for (int i = 0; i < 8; i += 2) {
+        const __m256i s0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w.q[i], w.q[i]), _mm256_sign_epi8(a.q[i], w.q[i]));
+        const __m256i s1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w.q[i + 1], w.q[i + 1]),
+                                                _mm256_sign_epi8(a.q[i + 1], w.q[i + 1]));
+        p0 = _mm256_add_epi32(p0, _mm256_madd_epi16(s0, ones));
+        p1 = _mm256_add_epi32(p1, _mm256_madd_epi16(s1, ones));
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1)), _mm256_mul_ps(w.d, a.d), acc);
+}
+
+// q8_0.h's final sum: lo + hi (lanes k and k + 8), then + (k+4), + (k+2), + (k+1).
+inline float sum_lanes(__m256 lo, __m256 hi) {
+    const __m256 h = _mm256_add_ps(lo, hi);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+// Transposes the nb blocks at x into groups g[0 .. ceil(nb / 8)).
+inline void transpose_row(const BlockQ8_0* x, int64_t nb, Group* g) {
+    for (int64_t k = 0; k * kGroup < nb; ++k) {
+        const int64_t left = nb - k * kGroup;
+        transpose_group(x + k * kGroup, int(left < kGroup ? left : kGroup), g[k]);
+    }
+}
+
+// One weight row's groups against activation rows t0 .. t0 + T - 1. Group k feeds lo when
+// k is even (blocks 16c .. 16c+7), hi when odd.
+template <int T>
+inline void tile(const Group* w, int64_t n_groups, const Group* act, int64_t t0, float* out) {
+    __m256 lo[T], hi[T];
+    for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n_groups; ++k)
+        for (int t = 0; t < T; ++t) {
+            const Group& a = act[(t0 + t) * n_groups + k];
+            if (k % 2 == 0) lo[t] = group_fma(w[k], a, lo[t]);
+            else hi[t] = group_fma(w[k], a, hi[t]);
+        }
+    for (int t = 0; t < T; ++t) out[t] = sum_lanes(lo[t], hi[t]);
+}
+
+template <int T>
+inline void tile_any(int m, const Group* w, int64_t n_groups, const Group* act, int64_t t0, float* out) {
+    if constexpr (T > 1) {
+        if (m < T) return tile_any<T - 1>(m, w, n_groups, act, t0, out);
+    }
+    tile<T>(w, n_groups, act, t0, out);
+}
 
 }  // namespace
 
 void multi_q8_0_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
                      const void* const* act, int64_t n_act, float* const* y) {
-    const int64_t nb = n / kQK8_0;
-    thread_local std::vector<float> ascale;
-    ascale.resize(size_t(n_act * nb));
-    for (int64_t t = 0; t < n_act; ++t) {
-        const auto* a = static_cast<const BlockQ8_0*>(act[t]);
-        for (int64_t b = 0; b < nb; ++b) ascale[size_t(t * nb + b)] = _cvtsh_ss(a[b].d);
+    static_assert(kQ8_0Lanes == 2 * kGroup);
+    const int64_t nb = n / kQK8_0, n_groups = (nb + kGroup - 1) / kGroup;
+    thread_local std::vector<Group> acts, row;
+    if (acts.size() < size_t(n_act * n_groups)) acts.resize(size_t(n_act * n_groups));
+    if (row.size() < size_t(n_groups)) row.resize(size_t(n_groups));
+    for (int64_t t = 0; t < n_act; ++t)
+        transpose_row(static_cast<const BlockQ8_0*>(act[t]), nb, acts.data() + t * n_groups);
+    const auto* base = static_cast<const uint8_t*>(W);
+    float out[kTile];
+    for (int64_t r = 0; r < rows; ++r) {
+        transpose_row(reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride), nb, row.data());
+        for (int64_t t0 = 0; t0 < n_act; t0 += kTile) {
+            const int m = int(n_act - t0 < kTile ? n_act - t0 : kTile);
+            tile_any<kTile>(m, row.data(), n_groups, acts.data(), t0, out);
+            for (int t = 0; t < m; ++t) y[t0 + t][r] = out[t];
+        }
     }
-    const Kernel k{nb, reinterpret_cast<const BlockQ8_0* const*>(act), ascale.data()};
-    run_tiles<4>(k, W, w_stride, rows, n_act, y);
 }
 
 }  // namespace ds4::quant

@@ -1,122 +1,181 @@
-// Multi-row Q8_0 x Q8_0 dots, AVX-512 VNNI: q8_0_avx512.cpp's arithmetic per activation row
-// (pairs of blocks in one zmm giving 16 i32 lanes of 4-product sums, 8 scales per product
-// vector, 256-bit tail blocks, the same float operations in the same order), with the weight
-// side done once per tile.
+// Q8_0 x Q8_0 dots, AVX-512 VNNI, for any number of weight rows and activation rows; the
+// one-row dot (q8_0_avx512.cpp) is this with one of each.
 //
-// The i32 lanes are computed differently but are the same integers: the single kernel takes
-// |w| * (a negated where w < 0); here each tile of activation rows is packed once as unsigned
-// bytes a + 128 (a pair of blocks per 64 bytes, the tile's rows interleaved) and vpdpbusd(a +
-// 128, w) starts from -128 * (sum of the lane's 4 weights), a weight-only term made once per
-// tile. That leaves a load, vpdpbusd, a convert, a scale permute and an FMA per pair and row.
+// A row's blocks go in chunks of 16, one block per 32-bit lane (the arithmetic of q8_0.h:
+// block b accumulates into lane b mod 16). Each chunk is transposed once: register i holds
+// bytes 4i..4i+3 of every block's 32 codes. Weights are flipped to unsigned (w + 128) and
+// activations, transposed the same way once per call, stay signed, so vpdpbusd of register i
+// with activation register i adds four products to every block's lane; eight of them give
+// each block its whole integer sum plus 128 * (sum of the activation block's codes), taken
+// off with one subtract. Per chunk and activation row: 8 vpdpbusd, a subtract, a convert, the
+// scale product and one FMA for 16 blocks, with no horizontal sums; the 16 lanes are summed
+// once per row at the end, in q8_0.h's fixed order. A row is read as one stream.
 #include "quant/x86_simd.h"  // first: see there
 
 #include <vector>
 
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
-#include "quant/multi_tile.h"
 
 namespace ds4::quant {
 namespace {
 
-inline __m512i load_pair(const BlockQ8_0* p) {
-    return _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[0].qs))),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p[1].qs)), 1);
-}
+constexpr int kChunk = 16;  // blocks per chunk (lanes)
+constexpr int kTile = 8;    // activation rows per register tile
+constexpr int kRowBlock = 16;  // weight rows transposed at a time
 
-inline __m128i scales8(const BlockQ8_0* x) {
-    __m128i d = _mm_cvtsi32_si128(x[0].d);
-    d = _mm_insert_epi16(d, x[1].d, 1);
-    d = _mm_insert_epi16(d, x[2].d, 2);
-    d = _mm_insert_epi16(d, x[3].d, 3);
-    d = _mm_insert_epi16(d, x[4].d, 4);
-    d = _mm_insert_epi16(d, x[5].d, 5);
-    d = _mm_insert_epi16(d, x[6].d, 6);
-    return _mm_insert_epi16(d, x[7].d, 7);
-}
+// One chunk of 16 blocks, transposed (64-byte aligned for the tile loop's loads).
+struct alignas(64) Chunk {
+    __m512i q[8];  // dword i of every block's codes (weights: + 128 per byte)
+    __m512 d;      // every block's scale
+    __m512i corr;  // activations only: 128 * (sum of every block's codes)
+};
 
-struct Kernel {
-    int64_t nb;
-    std::vector<uint8_t>& codes;  // [nb/2 pairs][T][64]: codes + 128 of blocks 2p, 2p+1
-    std::vector<float>& scales;   // [nb/8 groups][T][8]: f16 scales as f32
-
-    void pack(const void* const* act, int T) {
-        const int64_t pairs = (nb + 1) / 2, groups = (nb + 7) / 8;
-        if (codes.size() < size_t(pairs * T * 64)) codes.resize(size_t(pairs * T * 64));
-        if (scales.size() < size_t(groups * T * 8)) scales.resize(size_t(groups * T * 8));
-        const __m256i bias = _mm256_set1_epi8(char(0x80));
-        for (int t = 0; t < T; ++t) {
-            const auto* a = static_cast<const BlockQ8_0*>(act[t]);
-            for (int64_t b = 0; b < nb; ++b) {
-                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
-                _mm256_storeu_si256(
-                    reinterpret_cast<__m256i*>(&codes[size_t(((b / 2) * T + t) * 64 + (b % 2) * 32)]),
-                    _mm256_xor_si256(q, bias));
-                scales[size_t(((b / 8) * T + t) * 8 + b % 8)] = _cvtsh_ss(a[b].d);
-            }
-        }
+// Transposes blocks x[0 .. n) (n <= 16; the rest are zero) into c, flipping the codes' sign
+// bits when `flip`.
+inline void transpose_chunk(const BlockQ8_0* x, int n, bool flip, Chunk& c) {
+    // z[i]: block i in the low half, block i + 8 in the high half.
+    __m512i z[8];
+    for (int i = 0; i < 8; ++i) {
+        const __m256i l = i < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))
+                                : _mm256_setzero_si256();
+        const __m256i h = i + 8 < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i + 8].qs))
+                                    : _mm256_setzero_si256();
+        z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1);
     }
+    // An 8x8 dword transpose in each 256-bit half.
+    __m512i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);          // dwords 0 / 4 of blocks i..i+3
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);      // 1 / 5
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);  // 2 / 6
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);  // 3 / 7
+    }
+    // 128-bit lane j of u[k] (k < 4) holds dword k (j even) or k + 4 (j odd) of blocks 0-3
+    // (j < 2) or 8-11; u[k + 4] the same for blocks 4-7 / 12-15.
+    const __m512i lo_pick = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi_pick = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    const __m512i bits = _mm512_set1_epi8(flip ? char(0x80) : 0);
+    for (int k = 0; k < 4; ++k) {
+        c.q[k] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[k], lo_pick, u[k + 4]), bits);
+        c.q[k + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[k], hi_pick, u[k + 4]), bits);
+    }
+    // The scales: one gather of every block's first dword (d and two codes), narrowed to d.
+    const __m512i offsets = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(int32_t(sizeof(BlockQ8_0))));
+    const __mmask16 present = __mmask16((1u << n) - 1);
+    const __m512i first = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, offsets, x, 1);
+    c.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(first));
+}
 
-    template <int T>
-    void tile(const uint8_t* wp, float* out) const {
-        const auto* x = reinterpret_cast<const BlockQ8_0*>(wp);
-        const uint8_t* pc = codes.data();
-        const float* ps = scales.data();
-        const __m512i zero = _mm512_setzero_si512(), bias = _mm512_set1_epi8(char(0x80));
-        const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-        __m512 acc0[T], acc1[T];
-        for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
-        int64_t b = 0;
-        for (; b + 8 <= nb; b += 8) {
-            const __m256 wd = _mm256_cvtph_ps(scales8(x + b));
-            const float* sg = ps + (b / 8) * T * 8;
-            for (int k = 0; k < 8; k += 4) {
-                const __m512i w0 = load_pair(x + b + k), w1 = load_pair(x + b + k + 2);
-                const __m512i c0 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, w0));
-                const __m512i c1 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, w1));
-                const __m512i pick0 = _mm512_add_epi32(pick, _mm512_set1_epi32(k));
-                const __m512i pick1 = _mm512_add_epi32(pick, _mm512_set1_epi32(k + 2));
-                const uint8_t* a0 = pc + ((b + k) / 2) * T * 64;
-                const uint8_t* a1 = a0 + T * 64;
-                for (int t = 0; t < T; ++t) {
-                    const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(wd, _mm256_loadu_ps(sg + t * 8)));
-                    const __m512i p0 = _mm512_dpbusd_epi32(c0, _mm512_loadu_si512(a0 + t * 64), w0);
-                    const __m512i p1 = _mm512_dpbusd_epi32(c1, _mm512_loadu_si512(a1 + t * 64), w1);
-                    acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(pick0, s), acc0[t]);
-                    acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(pick1, s), acc1[t]);
-                }
+// q8_0.h's final sum of the 16 lanes: k + (k+8), then + (k+4), + (k+2), + (k+1).
+inline float sum_lanes(__m512 acc) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+// Adds chunk w (weights) times chunk a (one activation row) to acc.
+inline __m512 chunk_fma(const Chunk& w, const Chunk& a, __m512 acc) {
+    __m512i p0 = _mm512_setzero_si512(), p1 = p0;
+    for (int i = 0; i < 8; i += 2) {
+        p0 = _mm512_dpbusd_epi32(p0, w.q[i], a.q[i]);
+        p1 = _mm512_dpbusd_epi32(p1, w.q[i + 1], a.q[i + 1]);
+    }
+    const __m512i p = _mm512_sub_epi32(_mm512_add_epi32(p0, p1), a.corr);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(w.d, a.d), acc);
+}
+
+// Activation rows transposed once per call: row t's chunks at chunks[t * n_chunks].
+struct Activations {
+    std::vector<Chunk> chunks;
+    void set(const void* const* act, int64_t n_act, int64_t nb, int64_t n_chunks) {
+        if (chunks.size() < size_t(n_act * n_chunks)) chunks.resize(size_t(n_act * n_chunks));
+        const __m512i bias = _mm512_set1_epi8(char(0x80));
+        for (int64_t t = 0; t < n_act; ++t) {
+            const auto* a = static_cast<const BlockQ8_0*>(act[t]);
+            for (int64_t c = 0; c < n_chunks; ++c) {
+                Chunk& ch = chunks[size_t(t * n_chunks + c)];
+                const int64_t left = nb - c * kChunk;
+                transpose_chunk(a + c * kChunk, int(left < kChunk ? left : kChunk), false, ch);
+                __m512i corr = _mm512_setzero_si512();
+                for (int i = 0; i < 8; ++i) corr = _mm512_dpbusd_epi32(corr, bias, ch.q[i]);
+                ch.corr = corr;
             }
         }
-        __m256 tail[T];
-        for (int t = 0; t < T; ++t) tail[t] = _mm256_setzero_ps();
-        for (; b < nb; ++b) {
-            const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-            const __m256i c = _mm256_sub_epi32(
-                _mm256_setzero_si256(),
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm512_castsi512_si256(bias), wq));
-            const float wd = _cvtsh_ss(x[b].d);
-            const uint8_t* a = pc + (b / 2) * T * 64 + (b % 2) * 32;
-            const float* sb = ps + (b / 8) * T * 8 + b % 8;
-            for (int t = 0; t < T; ++t) {
-                const __m256i p = _mm256_dpbusd_epi32(
-                    c, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + t * 64)), wq);
-                tail[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(wd * sb[t * 8]), tail[t]);
-            }
-        }
-        for (int t = 0; t < T; ++t)
-            out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t])) + hsum_ps(tail[t]);
     }
 };
+
+// One weight row's chunks against activation rows t0 .. t0 + T - 1.
+template <int T>
+inline void tile(const Chunk* w, int64_t n_chunks, const Chunk* act, int64_t t0, float* out) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < n_chunks; ++c)
+        for (int t = 0; t < T; ++t) acc[t] = chunk_fma(w[c], act[(t0 + t) * n_chunks + c], acc[t]);
+    for (int t = 0; t < T; ++t) out[t] = sum_lanes(acc[t]);
+}
+
+template <int T>
+inline void tile_any(int m, const Chunk* w, int64_t n_chunks, const Chunk* act, int64_t t0, float* out) {
+    if constexpr (T > 1) {
+        if (m < T) return tile_any<T - 1>(m, w, n_chunks, act, t0, out);
+    }
+    tile<T>(w, n_chunks, act, t0, out);
+}
 
 }  // namespace
 
 void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
                        const void* const* act, int64_t n_act, float* const* y) {
-    thread_local std::vector<uint8_t> codes;
-    thread_local std::vector<float> scales;
-    Kernel k{n / kQK8_0, codes, scales};
-    run_packed_tiles<4>(k, W, w_stride, rows, act, n_act, y);
+    const int64_t nb = n / kQK8_0, n_chunks = (nb + kChunk - 1) / kChunk;
+    thread_local Activations acts;
+    thread_local std::vector<Chunk> rows_t;  // a block of transposed weight rows
+    acts.set(act, n_act, nb, n_chunks);
+    const auto* base = static_cast<const uint8_t*>(W);
+    if (n_act == 1) {
+        // Decode: each transposed chunk is used once, straight from the registers.
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto* x = reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride);
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t c = 0; c < n_chunks; ++c) {
+                Chunk w;
+                const int64_t left = nb - c * kChunk;
+                transpose_chunk(x + c * kChunk, int(left < kChunk ? left : kChunk), true, w);
+                acc = chunk_fma(w, acts.chunks[size_t(c)], acc);
+            }
+            y[0][r] = sum_lanes(acc);
+        }
+        return;
+    }
+    // Blocks of kRowBlock rows are transposed into L2, then each tile of activation rows
+    // (in L1) runs over them.
+    if (rows_t.size() < size_t(kRowBlock * n_chunks)) rows_t.resize(size_t(kRowBlock * n_chunks));
+    float out[kTile];
+    for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+        const int64_t nr = rows - r0 < kRowBlock ? rows - r0 : kRowBlock;
+        for (int64_t i = 0; i < nr; ++i) {
+            const auto* x = reinterpret_cast<const BlockQ8_0*>(base + size_t(r0 + i) * w_stride);
+            for (int64_t c = 0; c < n_chunks; ++c) {
+                const int64_t left = nb - c * kChunk;
+                transpose_chunk(x + c * kChunk, int(left < kChunk ? left : kChunk), true,
+                                rows_t[size_t(i * n_chunks + c)]);
+            }
+        }
+        for (int64_t t0 = 0; t0 < n_act; t0 += kTile) {
+            const int m = int(n_act - t0 < kTile ? n_act - t0 : kTile);
+            for (int64_t i = 0; i < nr; ++i) {
+                tile_any<kTile>(m, rows_t.data() + i * n_chunks, n_chunks, acts.chunks.data(), t0, out);
+                for (int t = 0; t < m; ++t) y[t0 + t][r0 + i] = out[t];
+            }
+        }
+    }
 }
 
 }  // namespace ds4::quant

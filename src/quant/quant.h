@@ -83,5 +83,9 @@ using MultiDotFn = void (*)(int64_t n, const void* W, size_t w_stride, int64_t r
 // that format has none and while ggml_compat() is on (callers then loop over dot_kernel).
 MultiDotFn multi_dot_kernel(TensorType w, Isa isa);
 inline MultiDotFn multi_dot_kernel(TensorType w) { return multi_dot_kernel(w, best_isa()); }
+// Whether the multi-row kernel is also the faster way to run one activation over many rows
+// (decode): true for Q8_0, whose one-row dot is its multi-row kernel with one row
+// (q8_0_multi_avx512.cpp); the other formats' one-row dots are faster there.
+inline bool multi_dot_for_one_activation(TensorType w) { return w == TensorType::Q8_0; }
 
 }  // namespace ds4::quant

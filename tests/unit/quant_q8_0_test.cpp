@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -119,20 +120,24 @@ TEST(QuantQ8_0, EveryIsaHasItsOwnKernel) {
     EXPECT_EQ(ops->dot[2], &avx512::dot_q8_0);
 }
 
-// Integer block sums are exact in every kernel; only the float accumulation of the per-block
-// terms differs. Measured worst: 4.3e-8 relative to sum |w_i a_i| (1..257 blocks, AVX2 and
-// AVX-512 alike).
-constexpr double kQ8DotTol = 1e-6;
-
-TEST(QuantQ8_0, SimdDotsEqualScalar) {
-    // Block counts around the kernels' unrolling (pairs, groups of 16) and a big row.
+// Every kernel reproduces the scalar reference's arithmetic (q8_0.h): exact integer block
+// sums, then one fused multiply-add per block in order. So SIMD equals scalar bit for bit, for
+// any number of blocks and on every distribution; a kernel that summed in another order
+// (pairs of blocks, lanes reduced at the end) or split the FMA fails this.
+TEST(QuantQ8_0, SimdDotsEqualScalarBitForBit) {
     const std::vector<int64_t> sizes = {32, 64, 96, 15 * 32, 16 * 32, 17 * 32, 33 * 32,
                                         4096, 257 * 32};
     for (Isa isa : testing::supported_isas()) {
         if (isa == Isa::Scalar) continue;
-        const double err = testing::max_err_vs_scalar(TensorType::Q8_0, isa, sizes);
-        EXPECT_LE(err, kQ8DotTol) << isa_name(isa);
-        RecordProperty(std::string("q8_0_") + isa_name(isa), fmt::format("{:.3g}", err));
+        for (Dist dist : testing::kAllDists)
+            for (int64_t n : sizes) {
+                const testing::DotCase c = testing::make_dot_case(TensorType::Q8_0, n, dist, uint32_t(n));
+                const float want = dot_q8_0_scalar(n, c.w.data(), c.a.data());
+                const float got = format_ops(TensorType::Q8_0)->dot[int(isa)](n, c.w.data(), c.a.data());
+                ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+                    << isa_name(isa) << " " << testing::dist_name(dist) << " n=" << n << ": " << got
+                    << " vs " << want;
+            }
     }
 }
 
