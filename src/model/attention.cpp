@@ -78,7 +78,7 @@ std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, c
     const ModelConfig& c = ctx.cfg;
     const int64_t D = c.n_embd, HCD = c.hc_dim(), M = c.hc_mix();
     // (Pointers, not the thread_local vectors, go into the lambdas: workers have their own.)
-    thread_local std::vector<float> zn_buf, m_buf;
+    thread_local HugeVector<float> zn_buf, m_buf;
     float* zn = grow(zn_buf, n * HCD);
     float* m = grow(m_buf, n * M);
     // The mixes see the RMS-normalised flat state; the sum uses the raw streams. One batched
@@ -99,12 +99,12 @@ namespace {
 // allocations of that size come from the kernel as zeroed pages every time (page faults and
 // clearing on the calling thread while the others wait).
 struct AttentionScratch {
-    std::vector<float> y, a, qr, qn, q, kv, ck, cg, ik, ig, iq, iw, o, z, out;
+    HugeVector<float> y, a, qr, qn, q, kv, ck, cg, ik, ig, iq, iw, o, z, out;
 };
 
 // Projects the chunk for a compressor: k = Wkv a, g = Wg a + APE[p mod r].
 void compressor_projections(const LayerContext& ctx, const CompressorWeights& cw, const float* a,
-                            int64_t n, int64_t p0, std::vector<float>& k, std::vector<float>& g) {
+                            int64_t n, int64_t p0, HugeVector<float>& k, HugeVector<float>& g) {
     const int64_t row = int64_t(cw.coff) * cw.width;
     grow(k, n * row);
     grow(g, n * row);
@@ -185,7 +185,7 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     });
 
     // Compressor and indexer projections for the whole chunk.
-    std::vector<float>&ck = sc.ck, &cg = sc.cg, &ik = sc.ik, &ig = sc.ig;
+    HugeVector<float>&ck = sc.ck, &cg = sc.cg, &ik = sc.ik, &ig = sc.ig;
     float* iq = nullptr;
     float* iw = nullptr;
     const int64_t HI = c.indexer_heads, DI = c.indexer_dim;

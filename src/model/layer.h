@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "model/compressor.h"
 #include "ops/hc.h"
 #include "model/model.h"
@@ -52,8 +53,8 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
                   const int32_t* tokens, int64_t n, int64_t p0);
 
 // v.data() with at least n floats: scratch buffers only grow (fresh large allocations cost
-// page faults and clearing on every chunk).
-inline float* grow(std::vector<float>& v, int64_t n) {
+// page faults and clearing on every chunk) and sit on huge pages (common/huge_pages.h).
+inline float* grow(HugeVector<float>& v, int64_t n) {
     if (v.size() < size_t(n)) v.resize(size_t(n));
     return v.data();
 }

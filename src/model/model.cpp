@@ -141,7 +141,7 @@ void Session::eval_chunk(const int32_t* tokens, int64_t n, float* logits, bool a
     const int64_t p0 = pos();
 
     // HC state [n][HC][D]: every stream starts as the token's embedding (§3.1).
-    thread_local std::vector<float> X;  // kept between chunks (see grow())
+    thread_local HugeVector<float> X;  // kept between chunks (see grow())
     grow(X, n * HC * D);
     for (int64_t t = 0; t < n; ++t) {
         float* x = &X[size_t(t * HC * D)];

@@ -74,7 +74,7 @@ void route_token(const ModelConfig& c, const LayerWeights& w, const float* logit
 
 // Rows of floats converted to a dot type, one buffer, addressed by row.
 struct QuantRows {
-    std::vector<uint8_t> buf;
+    HugeVector<uint8_t> buf;
     size_t row_bytes = 0;
     void resize(int64_t rows, int64_t n, TensorType t) {
         row_bytes = ds4::row_bytes(t, n);
@@ -87,7 +87,7 @@ struct QuantRows {
 // allocations of that size come from the kernel as zeroed pages every time, which measured
 // as ~15% of prefill (page faults, clearing, and the vectors' own zero fill).
 struct Scratch {
-    std::vector<float> y, v, logits, g, u, gs, us, yk, ysh;
+    HugeVector<float> y, v, logits, g, u, gs, us, yk, ysh;
     QuantRows m_exp, m_sh;
     ops::Activations v_exp, v_sh;
 };

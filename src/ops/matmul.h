@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "common/thread_pool.h"
 #include "gguf/tensor_type.h"
 #include "quant/quant.h"
@@ -42,7 +43,7 @@ public:
     int64_t size() const { return n_; }
 
 private:
-    std::vector<uint8_t> buf_;
+    HugeVector<uint8_t> buf_;
     TensorType type_ = TensorType::F32;
     int64_t n_ = 0;
 };
@@ -57,7 +58,7 @@ public:
     int64_t rows() const { return rows_; }
 
 private:
-    std::vector<uint8_t> buf_;
+    HugeVector<uint8_t> buf_;
     TensorType type_ = TensorType::F32;
     int64_t n_ = 0, rows_ = 0;
     size_t row_bytes_ = 0;
