@@ -10,6 +10,7 @@
 #include "quant/iq2_xxs_step_avx512.h"
 #include "quant/iq2_xxs_vbmi.h"
 #include "quant/multi_dot.h"
+#include "quant/multi_tile.h"
 
 namespace ds4::quant {
 
@@ -48,6 +49,7 @@ void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t row
     float out[kTile];
     for (int64_t r = 0; r < rows; ++r) {
         const auto* x = reinterpret_cast<const BlockIQ2_XXS*>(base + size_t(r) * w_stride);
+        if (r + 1 < rows) prefetch_row(base + size_t(r + 1) * w_stride, w_stride);
         if (vbmi) iq2xxs_decode_row_vbmi(nb, x, decoded.data());
         else iq2xxs_decode_row(lookup, nb, x, decoded.data());
         for (int64_t i = 0; i < tiles; ++i) {

