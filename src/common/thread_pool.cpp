@@ -11,7 +11,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        stop_ = true;
+        stop_.store(true);
     }
     start_cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -24,6 +24,27 @@ std::pair<int64_t, int64_t> part(int64_t n, int64_t grain, int parts, int index)
     const int64_t b = units * index / parts, e = units * (index + 1) / parts;
     return {std::min(n, b * grain), std::min(n, e * grain)};
 }
+
+// Busy-wait rounds before sleeping: ~100 us of pause instructions.
+constexpr int kSpinRounds = 2000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+}
+
+// Spins until pred() holds or the rounds run out; returns pred().
+template <class Pred>
+bool spin_until(Pred pred) {
+    for (int i = 0; i < kSpinRounds; ++i) {
+        if (pred()) return true;
+        cpu_relax();
+    }
+    return pred();
+}
 }  // namespace
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
@@ -34,41 +55,45 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         fn(0, n);
         return;
     }
+    job_ = &fn;
+    n_ = n;
+    grain_ = grain;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lock(mu_);
-        job_ = &fn;
-        n_ = n;
-        grain_ = grain;
-        pending_ = n_threads_ - 1;
-        ++generation_;
+        generation_.fetch_add(1, std::memory_order_release);
     }
-    start_cv_.notify_all();
+    if (sleepers_.load() > 0) start_cv_.notify_all();
     auto [b, e] = part(n, grain, n_threads_, 0);
     if (b < e) fn(b, e);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    auto done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(done)) {
+        std::unique_lock<std::mutex> lock(mu_);
+        done_cv_.wait(lock, done);
+    }
     job_ = nullptr;
 }
 
 void ThreadPool::worker(int index) {
     uint64_t seen = 0;
     for (;;) {
-        const std::function<void(int64_t, int64_t)>* job;
-        int64_t n, grain;
-        {
+        auto started = [&] {
+            return stop_.load(std::memory_order_relaxed) ||
+                   generation_.load(std::memory_order_acquire) != seen;
+        };
+        if (!spin_until(started)) {
             std::unique_lock<std::mutex> lock(mu_);
-            start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
-            job = job_;
-            n = n_;
-            grain = grain_;
+            sleepers_.fetch_add(1);
+            start_cv_.wait(lock, started);
+            sleepers_.fetch_sub(1);
         }
-        auto [b, e] = part(n, grain, n_threads_, index);
-        if (b < e) (*job)(b, e);
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (--pending_ == 0) done_cv_.notify_one();
+        if (stop_.load()) return;
+        seen = generation_.load(std::memory_order_acquire);
+        auto [b, e] = part(n_, grain_, n_threads_, index);
+        if (b < e) (*job_)(b, e);
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> lock(mu_);  // the waiter checks pending_ under mu_
+            done_cv_.notify_one();
         }
     }
 }
