@@ -116,6 +116,22 @@ void multi_q8_0_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
     for (int64_t t = 0; t < n_act; ++t)
         transpose_row(static_cast<const BlockQ8_0*>(act[t]), nb, acts.data() + t * n_groups);
     const auto* base = static_cast<const uint8_t*>(W);
+    if (n_act == 1) {
+        // Decode: each transposed group is used once, straight from the registers.
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto* x = reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride);
+            __m256 lo = _mm256_setzero_ps(), hi = lo;
+            for (int64_t k = 0; k < n_groups; ++k) {
+                Group g;
+                const int64_t left = nb - k * kGroup;
+                transpose_group(x + k * kGroup, int(left < kGroup ? left : kGroup), g);
+                if (k % 2 == 0) lo = group_fma(g, acts[size_t(k)], lo);
+                else hi = group_fma(g, acts[size_t(k)], hi);
+            }
+            y[0][r] = sum_lanes(lo, hi);
+        }
+        return;
+    }
     float out[kTile];
     for (int64_t r = 0; r < rows; ++r) {
         transpose_row(reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride), nb, row.data());
