@@ -3,8 +3,8 @@
 // its own instruction-set flags (hence the anonymous namespace: one private copy per file).
 //
 // MQA: all heads share the rows, so heads are processed in blocks of up to 4 and each row
-// chunk is loaded once per block: QK as NH dot products per row, PV as NH x 4-vector tiles of
-// the output accumulated over the rows. Per (position, head) the operation order is fixed, so
+// chunk is loaded once per block: QK as NH dot products for 4 rows at once (sharing the q
+// loads), PV as NH x 4-vector tiles of the output accumulated over the rows. Per (position, head) the operation order is fixed, so
 // any split of heads or positions over threads gives the same bits.
 #pragma once
 
@@ -14,26 +14,43 @@
 
 namespace {
 
+// R rows at once: each q vector loaded serves R rows (the loads, not the FMAs, bound a
+// one-row loop). Every (head, row) still accumulates over d in order.
+template <class V, int NH, int R>
+void qk_rows(const float* q, int hd, const float* const* rows, int64_t s0, int64_t n_rows,
+             float scale, float* logits) {
+    constexpr int W = V::width;
+    typename V::reg acc[R][NH];
+    for (int i = 0; i < R; ++i)
+        for (int h = 0; h < NH; ++h) acc[i][h] = V::zero();
+    int d = 0;
+    for (; d + W <= hd; d += W) {
+        typename V::reg x[R];
+        for (int i = 0; i < R; ++i) x[i] = V::load(rows[s0 + i] + d);
+        for (int h = 0; h < NH; ++h) {
+            const auto qv = V::load(q + h * hd + d);
+            for (int i = 0; i < R; ++i) acc[i][h] = V::fmadd(qv, x[i], acc[i][h]);
+        }
+    }
+    if (d < hd) {
+        typename V::reg x[R];
+        for (int i = 0; i < R; ++i) x[i] = V::load_tail(rows[s0 + i] + d, hd - d);
+        for (int h = 0; h < NH; ++h) {
+            const auto qv = V::load_tail(q + h * hd + d, hd - d);
+            for (int i = 0; i < R; ++i) acc[i][h] = V::fmadd(qv, x[i], acc[i][h]);
+        }
+    }
+    for (int i = 0; i < R; ++i)
+        for (int h = 0; h < NH; ++h) logits[h * n_rows + s0 + i] = V::sum(acc[i][h]) * scale;
+}
+
 template <class V, int NH>
 void qk_block(const float* q, int hd, const float* const* rows, int64_t n_rows, float scale,
               float* logits /* [NH][n_rows] */) {
-    constexpr int W = V::width;
-    for (int64_t s = 0; s < n_rows; ++s) {
-        const float* r = rows[s];
-        typename V::reg acc[NH];
-        for (int h = 0; h < NH; ++h) acc[h] = V::zero();
-        int d = 0;
-        for (; d + W <= hd; d += W) {
-            const auto x = V::load(r + d);
-            for (int h = 0; h < NH; ++h) acc[h] = V::fmadd(V::load(q + h * hd + d), x, acc[h]);
-        }
-        if (d < hd) {
-            const auto x = V::load_tail(r + d, hd - d);
-            for (int h = 0; h < NH; ++h)
-                acc[h] = V::fmadd(V::load_tail(q + h * hd + d, hd - d), x, acc[h]);
-        }
-        for (int h = 0; h < NH; ++h) logits[h * n_rows + s] = V::sum(acc[h]) * scale;
-    }
+    constexpr int R = NH == 1 ? 8 : 4;  // R x NH accumulators: at most 16
+    int64_t s = 0;
+    for (; s + R <= n_rows; s += R) qk_rows<V, NH, R>(q, hd, rows, s, n_rows, scale, logits);
+    for (; s < n_rows; ++s) qk_rows<V, NH, 1>(q, hd, rows, s, n_rows, scale, logits);
 }
 
 template <class V, int NH>
