@@ -1,7 +1,8 @@
-// Multi-row IQ2_XXS x Q8_K dots, AVX-512 VNNI: iq2_xxs_avx512.cpp's arithmetic per activation
-// row (per block 16 i32 lanes of scale-weighted pair sums, one FMA with d_w * d_a, the same
-// final sum), with each weight row decoded once (iq2_xxs_step_avx512.h iq2xxs_decode_row)
-// for all the activation rows, which are packed once, in tiles of up to 8.
+// Multi-row IQ2_XXS x Q8_K dots, AVX-512 VNNI, in the group-lane step order of
+// iq2_xxs_step_avx512.h: the lanes, and so the bits, of dot_iq2_xxs_q8_k_avx512. One
+// activation (decode): it is reordered once and every row runs the one-row loop. Several:
+// each weight row is decoded once (into L1, iq2xxs_decode_row) for all the activation rows,
+// which are reordered and packed once, in tiles of up to 8, as a + 128 for vpdpbusd.
 #include "quant/x86_simd.h"  // first: see there
 
 #include <utility>
@@ -18,7 +19,19 @@ void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t row
                           const void* const* act, int64_t n_act, float* const* y) {
     constexpr int kTile = 8;
     const int64_t nb = n / kQK_K, tiles = (n_act + kTile - 1) / kTile;
-    // Every activation row packed once, tile by tile: tile i at codes + i * tile_bytes.
+    static const Iq2xxsLookupDecoder lookup;
+    const bool vbmi = iq2xxs_vbmi_active();
+    const auto* base = static_cast<const uint8_t*>(W);
+    thread_local std::vector<Iq2xxsActBlock> ordered;
+    if (ordered.size() < size_t(nb)) ordered.resize(size_t(nb));
+    if (n_act == 1) {
+        iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act[0]), ordered.data());
+        if (vbmi) iq2xxs_rows_vbmi(nb, W, w_stride, rows, ordered.data(), y[0]);
+        else iq2xxs_rows_ordered(lookup, nb, base, w_stride, rows, ordered.data(), y[0]);
+        return;
+    }
+    // Every activation row reordered and packed once, tile by tile: tile i at
+    // codes + i * tile_bytes, [nb * 4 steps][m rows][64 bytes].
     const size_t tile_bytes = size_t(nb * 4 * kTile * 64);
     thread_local std::vector<uint8_t> codes;
     thread_local std::vector<float> ad;
@@ -33,19 +46,15 @@ void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t row
         uint8_t* pc = codes.data() + size_t(i) * tile_bytes;
         float* pd = ad.data() + size_t(i * nb * kTile);
         for (int t = 0; t < m; ++t) {
-            const auto* a = static_cast<const BlockQ8_K*>(act[t0 + t]);
+            iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act[t0 + t]), ordered.data());
             for (int64_t b = 0; b < nb; ++b) {
-                pd[size_t(b * m + t)] = a[b].d;
-                for (int s = 0; s < 4; ++s)
-                    _mm512_storeu_si512(pc + size_t(((b * 4 + s) * m + t) * 64),
-                                        _mm512_xor_si512(_mm512_loadu_si512(a[b].qs + 64 * s), bias));
+                pd[size_t(b * m + t)] = ordered[size_t(b)].d;
+                for (int k = 0; k < 4; ++k)
+                    _mm512_storeu_si512(pc + size_t(((b * 4 + k) * m + t) * 64),
+                                        _mm512_xor_si512(_mm512_load_si512(ordered[size_t(b)].q[k]), bias));
             }
         }
     }
-    // Each weight row is decoded once (into L1) for all the tiles.
-    static const Iq2xxsLookupDecoder lookup;
-    const bool vbmi = iq2xxs_vbmi_active();
-    const auto* base = static_cast<const uint8_t*>(W);
     float out[kTile];
     for (int64_t r = 0; r < rows; ++r) {
         const auto* x = reinterpret_cast<const BlockIQ2_XXS*>(base + size_t(r) * w_stride);

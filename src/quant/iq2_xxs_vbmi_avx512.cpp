@@ -1,15 +1,17 @@
-// The AVX512-VBMI decoder of IQ2_XXS blocks (iq2_xxs_vbmi.h). Per block of 256 values:
+// The AVX512-VBMI decoder of IQ2_XXS blocks (iq2_xxs_vbmi.h), in the AVX-512 kernels' step
+// order (iq2_xxs_step_avx512.h). Per block of 256 values:
 //   magnitudes: each codebook point is stored as 16 bits, 2 per value (0, 1, 2 for 8, 25, 43);
 //     the block's 32 indices pick their points with four vpermt2w over the 512-byte table and
-//     two blends on index bits 6-7; per step, vpermw puts point k in qword k, vpmultishiftqb
-//     moves value j's 2 bits to byte j, and vpermb maps them to 8 / 25 / 43;
-//   signs: the eight 4x7-bit sign fields are spread to bytes with vpermd/vpsrlvd/vpmovdb and
-//     get their parity bit from a nibble table; qword s of the result is step s's mask;
+//     two blends on index bits 6-7; per step, vpermw puts point (group g, chunk k) in qword g,
+//     vpmultishiftqb moves value j's 2 bits to byte j, and vpermb maps them to 8 / 25 / 43;
+//   signs: vpmultishiftqb puts the 7-bit sign field k of group g in byte 8g + k, vpermi2b
+//     maps it to its 8-bit mask (the parity bit added) through the 128-byte table, and vpermb
+//     moves it to byte 8k + g; qword k of the result is step k's mask;
 //   scales: as the lookup decoder.
 // The point codes are derived from the codebook (iq2_xxs_grid.h) at start-up, not stored.
 //
 // Everything after the target pragma is compiled for AVX512-VBMI and has internal linkage
-// except the two entry points, which run only when the CPU has it.
+// except the entry points, which run only when the CPU has it.
 #include "quant/x86_simd.h"  // first: see there
 
 #include <cpuid.h>
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "quant/blocks.h"
 #include "quant/iq2_xxs_grid.h"
@@ -74,12 +77,12 @@ namespace {
 struct VbmiDecoder {
     __m512i table[8];      // the 256 point codes, 32 per register
     __m512i index_pick;    // vpermb: word i <- index byte i (byte 8*(i/4) + i%4 of the block)
-    __m512i point_pick[4]; // vpermw: qword k <- point 8s+k
+    __m512i point_pick[4]; // vpermw for step k: qword g <- point 4g+k
     __m512i bit_offsets;   // vpmultishiftqb: byte j <- bits 2j.. of its qword
     __m512i magnitudes;    // vpermb: [c] = 8, 25, 43 for c & 3 = 0, 1, 2
-    __m512i aux_lo, aux_hi, field_shift;
-    __m256i nibble_parity; // 0x80 where the nibble has odd parity
-    Iq2xxsScalePick scales;
+    __m512i field_offsets; // vpmultishiftqb: byte 8g+k <- bits 32+7k.. of qword g (aux of g)
+    __m512i sign_masks[2]; // kIq2xxsSignMasks, 64 entries per register
+    __m512i field_order;   // vpermb: byte 8k+g <- byte 8g+k
 
     VbmiDecoder() {
         static const PointCodes codes;
@@ -92,7 +95,7 @@ struct VbmiDecoder {
         index_pick = _mm512_load_si512(c);
         for (int s = 0; s < 4; ++s) {
             alignas(64) uint16_t w[32];
-            for (int i = 0; i < 32; ++i) w[i] = uint16_t(8 * s + i / 4);
+            for (int i = 0; i < 32; ++i) w[i] = uint16_t(4 * (i / 4) + s);
             point_pick[s] = _mm512_load_si512(w);
         }
         for (int i = 0; i < 64; ++i) c[i] = uint8_t(2 * (i % 8));
@@ -100,16 +103,17 @@ struct VbmiDecoder {
         const uint8_t mag[4] = {8, 25, 43, 0};
         for (int i = 0; i < 64; ++i) c[i] = mag[i & 3];
         magnitudes = _mm512_load_si512(c);
-        aux_lo = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
-        aux_hi = _mm512_setr_epi32(9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15);
-        field_shift = _mm512_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21);
-        for (int i = 0; i < 32; ++i) c[i] = (__builtin_popcount(unsigned(i & 15)) & 1) ? 0x80 : 0;
-        nibble_parity = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c));
+        for (int i = 0; i < 64; ++i) c[i] = uint8_t(i % 8 < 4 ? 32 + 7 * (i % 8) : 0);
+        field_offsets = _mm512_load_si512(c);
+        sign_masks[0] = _mm512_loadu_si512(kIq2xxsSignMasks.data());
+        sign_masks[1] = _mm512_loadu_si512(kIq2xxsSignMasks.data() + 64);
+        for (int i = 0; i < 64; ++i) c[i] = uint8_t(i < 32 ? 8 * (i % 8) + i / 8 : i);
+        field_order = _mm512_load_si512(c);
     }
 
-    void block(const BlockIQ2_XXS& x, Iq2xxsStep* st) const {
+    void block(const BlockIQ2_XXS& x, Iq2xxsSteps& st) const {
         const __m512i codes = _mm512_loadu_si512(x.qs);
-        // The 32 points' codes, word i for index i (groups of 4 per 32 values).
+        // The 32 points' codes, word i for index i (group i / 4, chunk i % 4).
         const __m512i idx = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, index_pick, codes);
         const __m512i p0 = _mm512_permutex2var_epi16(table[0], idx, table[1]);
         const __m512i p1 = _mm512_permutex2var_epi16(table[2], idx, table[3]);
@@ -119,27 +123,19 @@ struct VbmiDecoder {
         const __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x80));
         const __m512i points = _mm512_mask_blend_epi16(
             b7, _mm512_mask_blend_epi16(b6, p0, p1), _mm512_mask_blend_epi16(b6, p2, p3));
-        // Sign bytes: field k of group g at byte 4g+k, bit 7 = the field's parity.
-        const __m512i f7 = _mm512_set1_epi32(127);
-        const __m512i flo = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_permutexvar_epi32(aux_lo, codes), field_shift), f7);
-        const __m512i fhi = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_permutexvar_epi32(aux_hi, codes), field_shift), f7);
-        const __m256i f = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(flo)),
-                                                  _mm512_cvtepi32_epi8(fhi), 1);
-        const __m256i n15 = _mm256_set1_epi8(15);
-        const __m256i parity = _mm256_xor_si256(
-            _mm256_shuffle_epi8(nibble_parity, _mm256_and_si256(f, n15)),
-            _mm256_shuffle_epi8(nibble_parity, _mm256_and_si256(_mm256_srli_epi16(f, 4), n15)));
-        alignas(32) uint64_t signs[4];  // mutable: _load_mask64 takes a non-const pointer
-        _mm256_store_si256(reinterpret_cast<__m256i*>(signs), _mm256_or_si256(f, parity));
-        const __m512i ls = iq2xxs_block_scales(codes);
-        for (int s = 0; s < 4; ++s) {
-            const __m512i pts = _mm512_permutexvar_epi16(point_pick[s], points);
-            st[s].mag = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(bit_offsets, pts), magnitudes);
-            st[s].neg = _load_mask64(reinterpret_cast<__mmask64*>(&signs[s]));
-            st[s].scale = _mm512_permutexvar_epi16(scales.pick[s], ls);
+        // Sign masks: field k of group g to byte 8k + g (vpermi2b reads 7 index bits).
+        alignas(64) uint64_t signs[8];  // mutable: _load_mask64 takes a non-const pointer
+        _mm512_store_si512(signs, _mm512_permutexvar_epi8(
+                                      field_order, _mm512_permutex2var_epi8(
+                                                       sign_masks[0],
+                                                       _mm512_multishift_epi64_epi8(field_offsets, codes),
+                                                       sign_masks[1])));
+        for (int k = 0; k < 4; ++k) {
+            const __m512i pts = _mm512_permutexvar_epi16(point_pick[k], points);
+            st.mag[k] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(bit_offsets, pts), magnitudes);
+            st.neg[k] = _load_mask64(reinterpret_cast<__mmask64*>(&signs[k]));
         }
+        st.scale = iq2xxs_lane_scales(codes);
     }
 };
 
@@ -151,7 +147,16 @@ const VbmiDecoder& decoder() {
 }  // namespace
 
 float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act) {
-    return iq2xxs_dot(decoder(), n, w, act);
+    const int64_t nb = n / kQK_K;
+    thread_local std::vector<Iq2xxsActBlock> ordered;
+    if (ordered.size() < size_t(nb)) ordered.resize(size_t(nb));
+    iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act), ordered.data());
+    return iq2xxs_dot_ordered(decoder(), nb, static_cast<const BlockIQ2_XXS*>(w), ordered.data());
+}
+
+void iq2xxs_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows,
+                      const Iq2xxsActBlock* act, float* y) {
+    iq2xxs_rows_ordered(decoder(), nb, static_cast<const uint8_t*>(W), w_stride, rows, act, y);
 }
 
 void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedBlock* out) {

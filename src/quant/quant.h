@@ -85,7 +85,10 @@ MultiDotFn multi_dot_kernel(TensorType w, Isa isa);
 inline MultiDotFn multi_dot_kernel(TensorType w) { return multi_dot_kernel(w, best_isa()); }
 // Whether the multi-row kernel is also the faster way to run one activation over many rows
 // (decode): true for Q8_0, whose one-row dot is its multi-row kernel with one row
-// (q8_0_multi_avx512.cpp); the other formats' one-row dots are faster there.
-inline bool multi_dot_for_one_activation(TensorType w) { return w == TensorType::Q8_0; }
+// (q8_0_multi_avx512.cpp), and IQ2_XXS, whose AVX-512 kernels reorder the activation once per
+// call there instead of once per row; the other formats' one-row dots are faster there.
+inline bool multi_dot_for_one_activation(TensorType w) {
+    return w == TensorType::Q8_0 || w == TensorType::IQ2_XXS;
+}
 
 }  // namespace ds4::quant
