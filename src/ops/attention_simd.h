@@ -4,8 +4,9 @@
 //
 // MQA: all heads share the rows, so heads are processed in blocks of up to 4 and each row
 // chunk is loaded once per block: QK as NH dot products for 4 rows at once (sharing the q
-// loads), PV as NH x 4-vector tiles of the output accumulated over the rows. Per (position, head) the operation order is fixed, so
-// any split of heads or positions over threads gives the same bits.
+// loads), PV as NH x 4-vector tiles of the output accumulated over tiles of rows. Per
+// (position, head) the operation order is fixed, so any split of heads or positions over
+// threads gives the same bits.
 #pragma once
 
 #include <algorithm>
@@ -53,36 +54,60 @@ void qk_block(const float* q, int hd, const float* const* rows, int64_t n_rows, 
     for (; s < n_rows; ++s) qk_rows<V, NH, 1>(q, hd, rows, s, n_rows, scale, logits);
 }
 
+// One slice of the output, columns d0 .. d0 + J*W (all full vectors when Full: then the
+// accumulators stay in registers; otherwise vecs of them, the last one partial), over rows
+// s0 .. s1, starting from zero (first) or from what out holds, scaled by inv at the end (last).
+template <class V, int NH, int J, bool Full>
+inline void pv_slice(const float* p, int64_t n_rows, const float* const* rows, int64_t s0,
+                     int64_t s1, int hd, int d0, bool first, bool last, const float* inv,
+                     float* out) {
+    constexpr int W = V::width;
+    const int vecs = Full ? J : std::min(J, (hd - d0 + W - 1) / W);
+    auto width = [&](int j) { return Full ? W : std::min(W, hd - d0 - j * W); };
+    typename V::reg acc[NH][J];
+    for (int h = 0; h < NH; ++h)
+        for (int j = 0; j < vecs; ++j) {
+            const float* o = out + h * hd + d0 + j * W;
+            acc[h][j] = first ? V::zero() : width(j) == W ? V::load(o) : V::load_tail(o, width(j));
+        }
+    for (int64_t s = s0; s < s1; ++s) {
+        const float* r = rows[s] + d0;
+        typename V::reg x[J];
+        for (int j = 0; j < vecs; ++j)
+            x[j] = width(j) == W ? V::load(r + j * W) : V::load_tail(r + j * W, width(j));
+        for (int h = 0; h < NH; ++h) {
+            const auto w = V::broadcast(p[h * n_rows + s]);
+            for (int j = 0; j < vecs; ++j) acc[h][j] = V::fmadd(w, x[j], acc[h][j]);
+        }
+    }
+    for (int h = 0; h < NH; ++h) {
+        const auto k = V::broadcast(inv[h]);
+        for (int j = 0; j < vecs; ++j) {
+            float* o = out + h * hd + d0 + j * W;
+            const auto v = last ? V::mul(acc[h][j], k) : acc[h][j];
+            if (width(j) == W) V::store(o, v);
+            else V::store_tail(o, v, width(j));
+        }
+    }
+}
+
+// Rows in tiles of 32: each row is read whole, once per head block, as one contiguous
+// stream, and every slice of the output reads the tile again from L1/L2 (slice by slice over
+// all rows, each row was 8 short strided reads from L2 or L3). Accumulators pass through out
+// between tiles: same sums, same bits. attention_bench, 64 heads x 512, 640 scattered rows:
+// 41 -> 74 GFLOP/s with the full-slice registers (tiles of 8: 59, of 16: 66).
 template <class V, int NH>
 void pv_block(const float* p /* [NH][n_rows] */, int hd, const float* const* rows, int64_t n_rows,
               const float* inv /* [NH] */, float* out /* [NH][hd] */) {
     constexpr int W = V::width, J = 4;
-    for (int d0 = 0; d0 < hd; d0 += J * W) {
-        const int vecs = std::min(J, (hd - d0 + W - 1) / W);
-        typename V::reg acc[NH][J];
-        for (int h = 0; h < NH; ++h)
-            for (int j = 0; j < J; ++j) acc[h][j] = V::zero();
-        for (int64_t s = 0; s < n_rows; ++s) {
-            const float* r = rows[s] + d0;
-            typename V::reg x[J];
-            for (int j = 0; j < vecs; ++j) {
-                const int left = hd - d0 - j * W;
-                x[j] = left >= W ? V::load(r + j * W) : V::load_tail(r + j * W, left);
-            }
-            for (int h = 0; h < NH; ++h) {
-                const auto w = V::broadcast(p[h * n_rows + s]);
-                for (int j = 0; j < vecs; ++j) acc[h][j] = V::fmadd(w, x[j], acc[h][j]);
-            }
-        }
-        for (int h = 0; h < NH; ++h) {
-            const auto k = V::broadcast(inv[h]);
-            for (int j = 0; j < vecs; ++j) {
-                const int left = hd - d0 - j * W;
-                float* o = out + h * hd + d0 + j * W;
-                if (left >= W) V::store(o, V::mul(acc[h][j], k));
-                else V::store_tail(o, V::mul(acc[h][j], k), left);
-            }
-        }
+    constexpr int64_t kTile = 32;
+    for (int64_t s0 = 0; s0 < n_rows; s0 += kTile) {
+        const int64_t s1 = std::min(n_rows, s0 + kTile);
+        const bool first = s0 == 0, last = s1 == n_rows;
+        int d0 = 0;
+        for (; d0 + J * W <= hd; d0 += J * W)
+            pv_slice<V, NH, J, true>(p, n_rows, rows, s0, s1, hd, d0, first, last, inv, out);
+        if (d0 < hd) pv_slice<V, NH, J, false>(p, n_rows, rows, s0, s1, hd, d0, first, last, inv, out);
     }
 }
 
