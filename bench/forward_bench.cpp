@@ -3,6 +3,7 @@
 // not inflate much, so runs on a busy machine stay comparable).
 //
 //   forward_bench -m FILE [--prefill 512] [--decode 16] [--threads 2] [--warm 0] [--reps 1] [--no-mmap]
+//                [--chunk 512[,2048...]]
 //
 // Token ids are a fixed pseudo-random sequence. Before timing, every page of the model's
 // mapping is touched (as llama.cpp's MAP_POPULATE does at load; first-touch page faults cost
@@ -57,6 +58,7 @@ int main(int argc, char** argv) try {
     std::string path;
     int64_t prefill = 512, decode = 16;
     int threads = 2, reps = 1;
+    std::vector<int64_t> chunks{512};
     bool warm = false, no_mmap = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -72,6 +74,15 @@ int main(int argc, char** argv) try {
         else if (a == "--threads") threads = std::stoi(v);
         else if (a == "--warm") warm = std::stoi(v) != 0;
         else if (a == "--reps") reps = std::stoi(v);
+        else if (a == "--chunk") {
+            // comma-separated: reps alternate over the sizes (A/B in one process)
+            chunks.clear();
+            for (size_t p = 0; p < v.size();) {
+                const size_t e = std::min(v.find(',', p), v.size());
+                chunks.push_back(std::stoll(v.substr(p, e - p)));
+                p = e + 1;
+            }
+        }
         else ds4::fail("unknown option {}", a);
     }
     if (path.empty()) ds4::fail("usage: forward_bench -m FILE [--prefill N] [--decode N] [--threads N] [--no-mmap]");
@@ -93,6 +104,7 @@ int main(int argc, char** argv) try {
         s.eval(ids, &logits);
     }
     for (int rep = 0; rep < reps; ++rep) {
+        opt.prefill_chunk = chunks[size_t(rep) % chunks.size()];
         ds4::model::Session s(*model, opt);
         std::vector<float> logits;
         double w0 = wall_seconds(), c0 = cpu_seconds();
@@ -106,10 +118,11 @@ int main(int argc, char** argv) try {
         }
         const double dw = wall_seconds() - w0, dc = cpu_seconds() - c0;
         std::printf("prefill %lld: %.2f t/s wall, %.2f ms cpu/token | decode %lld: %.2f t/s wall, "
-                    "%.2f ms cpu/token  (%d threads)\n",
+                    "%.2f ms cpu/token  (%d threads, chunk %lld)\n",
                     (long long)prefill, double(prefill) / pw, 1e3 * pc / double(prefill),
                     (long long)decode, decode ? double(decode) / dw : 0.0,
-                    decode ? 1e3 * dc / double(decode) : 0.0, threads);
+                    decode ? 1e3 * dc / double(decode) : 0.0, threads,
+                    (long long)opt.prefill_chunk);
         std::fflush(stdout);
     }
     return 0;

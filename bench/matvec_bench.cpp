@@ -148,11 +148,21 @@ int main(int argc, char** argv) try {
         quant::quantize_activation(at, av.data(), act.data(), n);
 
         std::vector<float> y_ours(static_cast<size_t>(rows)), y_ggml(static_cast<size_t>(rows));
+        // Ours runs what a decode-time matmul runs (ops/matmul.cpp): the multi-row kernel with
+        // one activation where it is the faster way, else the one-row dot per row.
         const quant::DotFn dot = quant::dot_kernel(t);
+        const quant::MultiDotFn multi =
+            quant::multi_dot_for_one_activation(t) ? quant::multi_dot_kernel(t) : nullptr;
         for (int threads : opt.threads) {
             ds4::ThreadPool pool(threads);
             auto run_ours = [&] {
                 pool.parallel_for(rows, [&](int64_t b, int64_t e) {
+                    if (multi) {
+                        const void* a = act.data();
+                        float* y = y_ours.data() + b;
+                        multi(n, W.data() + size_t(b) * row, row, e - b, &a, 1, &y);
+                        return;
+                    }
                     for (int64_t r = b; r < e; ++r)
                         y_ours[size_t(r)] = dot(n, W.data() + size_t(r) * row, act.data());
                 });
