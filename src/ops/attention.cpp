@@ -40,7 +40,7 @@ void sink_attention(const float* q, int n_head, int head_dim, const float* const
         return;
     }
     thread_local std::vector<float> scratch;
-    scratch.resize(size_t(std::min(n_head, 4)) * size_t(n_rows));
+    scratch.resize(size_t(n_head) * size_t(n_rows + 1));
     if (isa == quant::Isa::Avx512Vnni)
         avx512::attend_heads(q, n_head, head_dim, rows, n_rows, sinks, scale, out, scratch.data());
     else

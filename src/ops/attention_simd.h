@@ -45,13 +45,14 @@ void qk_rows(const float* q, int hd, const float* const* rows, int64_t s0, int64
         for (int h = 0; h < NH; ++h) logits[h * n_rows + s0 + i] = V::sum(acc[i][h]) * scale;
 }
 
+// Logits of rows r0 .. r1.
 template <class V, int NH>
-void qk_block(const float* q, int hd, const float* const* rows, int64_t n_rows, float scale,
-              float* logits /* [NH][n_rows] */) {
+void qk_block(const float* q, int hd, const float* const* rows, int64_t r0, int64_t r1,
+              int64_t n_rows, float scale, float* logits /* [NH][n_rows] */) {
     constexpr int R = NH == 1 ? 8 : 4;  // R x NH accumulators: at most 16
-    int64_t s = 0;
-    for (; s + R <= n_rows; s += R) qk_rows<V, NH, R>(q, hd, rows, s, n_rows, scale, logits);
-    for (; s < n_rows; ++s) qk_rows<V, NH, 1>(q, hd, rows, s, n_rows, scale, logits);
+    int64_t s = r0;
+    for (; s + R <= r1; s += R) qk_rows<V, NH, R>(q, hd, rows, s, n_rows, scale, logits);
+    for (; s < r1; ++s) qk_rows<V, NH, 1>(q, hd, rows, s, n_rows, scale, logits);
 }
 
 // One slice of the output, columns d0 .. d0 + J*W (all full vectors when Full: then the
@@ -91,18 +92,18 @@ inline void pv_slice(const float* p, int64_t n_rows, const float* const* rows, i
     }
 }
 
-// Rows in tiles of 32: each row is read whole, once per head block, as one contiguous
-// stream, and every slice of the output reads the tile again from L1/L2 (slice by slice over
-// all rows, each row was 8 short strided reads from L2 or L3). Accumulators pass through out
-// between tiles: same sums, same bits. attention_bench, 64 heads x 512, 640 scattered rows:
-// 41 -> 74 GFLOP/s with the full-slice registers (tiles of 8: 59, of 16: 66).
+// Rows r0 .. r1 (of n_rows) into out, in tiles of 32: each row is read whole as one
+// contiguous stream and every slice of the output reads the tile again from L1/L2 (slice by
+// slice over all rows, each row was 8 short strided reads from L2 or L3). Accumulators pass
+// through out between tiles: same sums, same bits. attention_bench, 64 heads x 512, 640
+// scattered rows: 41 -> 74 GFLOP/s with the full-slice registers (tiles of 8: 59, of 16: 66).
 template <class V, int NH>
-void pv_block(const float* p /* [NH][n_rows] */, int hd, const float* const* rows, int64_t n_rows,
-              const float* inv /* [NH] */, float* out /* [NH][hd] */) {
+void pv_block(const float* p /* [NH][n_rows] */, int hd, const float* const* rows, int64_t r0,
+              int64_t r1, int64_t n_rows, const float* inv /* [NH] */, float* out /* [NH][hd] */) {
     constexpr int W = V::width, J = 4;
     constexpr int64_t kTile = 32;
-    for (int64_t s0 = 0; s0 < n_rows; s0 += kTile) {
-        const int64_t s1 = std::min(n_rows, s0 + kTile);
+    for (int64_t s0 = r0; s0 < r1; s0 += kTile) {
+        const int64_t s1 = std::min(r1, s0 + kTile);
         const bool first = s0 == 0, last = s1 == n_rows;
         int d0 = 0;
         for (; d0 + J * W <= hd; d0 += J * W)
@@ -132,19 +133,47 @@ template <class V, int NH>
 void heads_block(const float* q, int hd, const float* const* rows, int64_t n_rows,
                  const float* sinks, float scale, float* out, float* scratch) {
     float inv[NH];
-    qk_block<V, NH>(q, hd, rows, n_rows, scale, scratch);
+    qk_block<V, NH>(q, hd, rows, 0, n_rows, n_rows, scale, scratch);
     softmax_block<NH>(scratch, n_rows, sinks, inv);
-    pv_block<V, NH>(scratch, hd, rows, n_rows, inv, out);
+    pv_block<V, NH>(scratch, hd, rows, 0, n_rows, n_rows, inv, out);
 }
 
+// Heads in blocks of 4 (then singles). Up to 512 KB of rows (256 at head_dim 512), which stay
+// in L2, each head block runs QK, softmax and PV over all rows, its logits in L1. Beyond, the
+// rows go in spans of 256 KB that every head block goes through before the next span, so they
+// come from L2 for all but the first block (head block by head block over all rows, a 1.3 MB
+// set of rows was streamed from L3 16 times; attention_bench at 640 and 1152 rows: +15-20%):
+// QK of every head, then the softmaxes, then PV, scratch holding n_head x n_rows logits and
+// then the n_head softmax normalizers. Either way, per (head, row) and (head, column) the
+// operations and their order are those of one head at a time.
 template <class V>
 void attend_heads(const float* q, int n_head, int hd, const float* const* rows, int64_t n_rows,
                   const float* sinks, float scale, float* out, float* scratch) {
-    int h = 0;
-    for (; h + 4 <= n_head; h += 4)
-        heads_block<V, 4>(q + h * hd, hd, rows, n_rows, sinks + h, scale, out + h * hd, scratch);
-    for (; h < n_head; ++h)
-        heads_block<V, 1>(q + h * hd, hd, rows, n_rows, sinks + h, scale, out + h * hd, scratch);
+    const int64_t span = std::max<int64_t>(32, (int64_t(256) << 10) / (int64_t(hd) * 4));
+    const int full = n_head / 4 * 4;
+    if (n_rows <= 2 * span) {
+        for (int h = 0; h < full; h += 4)
+            heads_block<V, 4>(q + h * hd, hd, rows, n_rows, sinks + h, scale, out + h * hd, scratch);
+        for (int h = full; h < n_head; ++h)
+            heads_block<V, 1>(q + h * hd, hd, rows, n_rows, sinks + h, scale, out + h * hd, scratch);
+        return;
+    }
+    for (int64_t r0 = 0; r0 < n_rows; r0 += span) {
+        const int64_t r1 = std::min(n_rows, r0 + span);
+        for (int h = 0; h < full; h += 4)
+            qk_block<V, 4>(q + h * hd, hd, rows, r0, r1, n_rows, scale, scratch + h * n_rows);
+        for (int h = full; h < n_head; ++h)
+            qk_block<V, 1>(q + h * hd, hd, rows, r0, r1, n_rows, scale, scratch + h * n_rows);
+    }
+    float* invs = scratch + n_head * n_rows;
+    for (int h = 0; h < n_head; ++h) softmax_block<1>(scratch + h * n_rows, n_rows, sinks + h, invs + h);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += span) {
+        const int64_t r1 = std::min(n_rows, r0 + span);
+        for (int h = 0; h < full; h += 4)
+            pv_block<V, 4>(scratch + h * n_rows, hd, rows, r0, r1, n_rows, invs + h, out + h * hd);
+        for (int h = full; h < n_head; ++h)
+            pv_block<V, 1>(scratch + h * n_rows, hd, rows, r0, r1, n_rows, invs + h, out + h * hd);
+    }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Sink attention: the SIMD kernels (AVX2, AVX-512) against the scalar reference and against a
 // double-precision evaluation of the definition, over head counts that exercise the 4-head
-// blocks and their remainders, head dims with vector tails, and row counts from 1 to 700.
+// blocks and their remainders, head dims with vector tails, and row counts from 1 to 1400
+// (past 512 KB of rows the kernels change their loop order).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,7 +46,9 @@ TEST(SinkAttention, SimdKernelsMatchTheReferenceAndTheDefinition) {
     std::normal_distribution<float> g(0.0f, 1.0f);
     const Case cases[] = {{1, 16, 1},   {3, 37, 5},    {4, 64, 17},  {5, 96, 130},
                           {8, 80, 64},  {9, 512, 33},  {64, 512, 3}, {2, 8, 700},
-                          {6, 100, 257}, {16, 128, 640}};
+                          {6, 100, 257}, {16, 128, 640},
+                          // beyond 512 KB of rows: the row-span order (attention_simd.h)
+                          {5, 520, 600}, {6, 100, 1400}};
     for (const Case& c : cases) {
         std::vector<float> q(size_t(c.heads * c.dim)), sinks(size_t(c.heads));
         for (auto& v : q) v = g(rng);
@@ -82,11 +85,13 @@ TEST(SinkAttention, SimdKernelsMatchTheReferenceAndTheDefinition) {
 
 // A head's result does not depend on which other heads are computed with it (the server and
 // the threaded prefill split heads and positions freely).
-TEST(SinkAttention, HeadsAreIndependentOfTheirBlock) {
+class HeadBlocks : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(HeadBlocks, HeadsAreIndependentOfTheirBlock) {
     std::mt19937 rng(4);
     std::normal_distribution<float> g;
     const int H = 7, D = 96;
-    const int64_t S = 50;
+    const int64_t S = GetParam();
     std::vector<float> q(H * D), sinks(H);
     for (auto& v : q) v = g(rng);
     for (auto& v : sinks) v = g(rng);
@@ -103,6 +108,9 @@ TEST(SinkAttention, HeadsAreIndependentOfTheirBlock) {
         for (int d = 0; d < D; ++d) ASSERT_EQ(one[d], all[h * D + d]) << "head " << h;
     }
 }
+
+// 50 rows: one head block at a time; 1500 rows of 96 floats (560 KB): the row-span order.
+INSTANTIATE_TEST_SUITE_P(Rows, HeadBlocks, ::testing::Values(50, 1500));
 
 }  // namespace
 }  // namespace ds4::ops
