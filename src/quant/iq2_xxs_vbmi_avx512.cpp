@@ -2,12 +2,14 @@
 // order (iq2_xxs_step_avx512.h). Per block of 256 values:
 //   magnitudes: each codebook point is stored as 16 bits, 2 per value (0, 1, 2 for 8, 25, 43);
 //     the block's 32 indices pick their points with four vpermt2w over the 512-byte table and
-//     two blends on index bits 6-7; per step, vpermw puts point (group g, chunk k) in qword g,
-//     vpmultishiftqb moves value j's 2 bits to byte j, and vpermb maps them to 8 / 25 / 43;
+//     two blends on index bits 6-7, which leaves group g's four points in qword g; per step k,
+//     vpmultishiftqb moves value j of point k's 2 bits to byte j, and vpermb maps them to
+//     8 / 25 / 43;
 //   signs: vpmultishiftqb puts the 7-bit sign field k of group g in byte 8g + k, vpermi2b
 //     maps it to its 8-bit mask (the parity bit added) through the 128-byte table, and vpermb
 //     moves it to byte 8k + g; qword k of the result is step k's mask;
-//   scales: as the lookup decoder.
+//   scales: vpmultishiftqb brings each group's l to the low bits of its two lanes, and vpermd
+//     looks up 2l+1.
 // The point codes are derived from the codebook (iq2_xxs_grid.h) at start-up, not stored.
 //
 // Everything after the target pragma is compiled for AVX512-VBMI and has internal linkage
@@ -77,8 +79,9 @@ namespace {
 struct VbmiDecoder {
     __m512i table[8];      // the 256 point codes, 32 per register
     __m512i index_pick;    // vpermb: word i <- index byte i (byte 8*(i/4) + i%4 of the block)
-    __m512i point_pick[4]; // vpermw for step k: qword g <- point 4g+k
-    __m512i bit_offsets;   // vpmultishiftqb: byte j <- bits 2j.. of its qword
+    __m512i bit_offsets[4]; // vpmultishiftqb for step k: byte j <- bits 16k+2j.. of its qword
+    __m512i scale_offsets;  // vpmultishiftqb: bytes 0 and 4 of qword g <- bits 60.. (l of g)
+    __m512i odd_scales;     // vpermd: [l] = 2l+1
     __m512i magnitudes;    // vpermb: [c] = 8, 25, 43 for c & 3 = 0, 1, 2
     __m512i field_offsets; // vpmultishiftqb: byte 8g+k <- bits 32+7k.. of qword g (aux of g)
     __m512i sign_masks[2]; // kIq2xxsSignMasks, 64 entries per register
@@ -93,13 +96,13 @@ struct VbmiDecoder {
             c[2 * i + 1] = 0;
         }
         index_pick = _mm512_load_si512(c);
-        for (int s = 0; s < 4; ++s) {
-            alignas(64) uint16_t w[32];
-            for (int i = 0; i < 32; ++i) w[i] = uint16_t(4 * (i / 4) + s);
-            point_pick[s] = _mm512_load_si512(w);
+        for (int k = 0; k < 4; ++k) {
+            for (int i = 0; i < 64; ++i) c[i] = uint8_t(16 * k + 2 * (i % 8));
+            bit_offsets[k] = _mm512_load_si512(c);
         }
-        for (int i = 0; i < 64; ++i) c[i] = uint8_t(2 * (i % 8));
-        bit_offsets = _mm512_load_si512(c);
+        for (int i = 0; i < 64; ++i) c[i] = 60;
+        scale_offsets = _mm512_load_si512(c);
+        odd_scales = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         const uint8_t mag[4] = {8, 25, 43, 0};
         for (int i = 0; i < 64; ++i) c[i] = mag[i & 3];
         magnitudes = _mm512_load_si512(c);
@@ -130,12 +133,14 @@ struct VbmiDecoder {
                                                        sign_masks[0],
                                                        _mm512_multishift_epi64_epi8(field_offsets, codes),
                                                        sign_masks[1])));
+        // Qword g of points holds group g's four points: step k's codes are 16 bits further.
         for (int k = 0; k < 4; ++k) {
-            const __m512i pts = _mm512_permutexvar_epi16(point_pick[k], points);
-            st.mag[k] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(bit_offsets, pts), magnitudes);
+            st.mag[k] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(bit_offsets[k], points),
+                                                magnitudes);
             st.neg[k] = _load_mask64(reinterpret_cast<__mmask64*>(&signs[k]));
         }
-        st.scale = iq2xxs_lane_scales(codes);
+        // l (bits 60..63 of qword g) in the low bits of dwords 2g and 2g+1; vpermd reads 4.
+        st.scale = _mm512_permutexvar_epi32(_mm512_multishift_epi64_epi8(scale_offsets, codes), odd_scales);
     }
 };
 
