@@ -8,6 +8,7 @@
 // - Q8_K (ggml quantize_row_q8_K_ref, used as is on x86): m = the value of largest |x|
 //   (first one wins, sign kept), iscale = -127/m, q = min(127, round-half-even(iscale*x)),
 //   d = 1/iscale (so d is negative when m is positive), bsums = sums of 16 consecutive q.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -31,7 +32,9 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
     for (int64_t b = 0; b < n / kQK8_0; ++b) {
         const float* x = src + b * kQK8_0;
         float amax = 0.0f;
-        for (int j = 0; j < kQK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        // std::max, not std::fmax: the same value for every input (a NaN |x| is skipped
+        // either way, as amax never is one), without fmax's out-of-line libm call.
+        for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
         dst[b].d = f32_to_f16(amax / 127.0f);
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         for (int j = 0; j < kQK8_0; ++j) dst[b].qs[j] = int8_t(round_even(x[j] * id));
