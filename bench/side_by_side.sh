@@ -11,6 +11,8 @@
 # --ctx-start = --ctx-max = N), and the greedy decode probe's t/s at those contexts. After a
 # warm-up run of each engine, every repetition runs both engines back to back, alternating
 # which goes first, so machine-speed swings hit both; the table shows medians (and ranges).
+# Default 5 repetitions: on a shared VM one repetition in a slow minute is common, and the
+# median of 5 stays put with two of them (with 3, one slow run moved the median by 10-25%).
 # --quick: 2 repetitions of the 512 case only (a smoke run of the whole pipeline).
 #
 # The model defaults to models/flash4.gguf (git-ignored): the real Flash per-layer shape, 4
@@ -22,7 +24,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 model="$root/models/flash4.gguf"
 build="$root/build"
 threads=2
-reps=3
+reps=5
 gen=32
 jobs=2
 quick=0
