@@ -12,7 +12,7 @@
 # warm-up run of each engine, every repetition runs both engines back to back, alternating
 # which goes first, so machine-speed swings hit both; the table shows medians (and ranges).
 # Default 5 repetitions: on a shared VM one repetition in a slow minute is common, and the
-# median of 5 stays put with two of them (with 3, one slow run moved the median by 10-25%).
+# median of 5 stays put with up to two of them (with 3, one slow run can move it).
 # --quick: 2 repetitions of the 512 case only (a smoke run of the whole pipeline).
 #
 # The model defaults to models/flash4.gguf (git-ignored): the real Flash per-layer shape, 4
@@ -32,7 +32,7 @@ out=""
 reps_given=0
 gen_given=0
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
