@@ -32,7 +32,7 @@ out=""
 reps_given=0
 gen_given=0
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
