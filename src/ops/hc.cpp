@@ -59,14 +59,25 @@ void hc_weighted_sum(const float* X, const float* pre, int n_hc, int64_t n_embd,
 }
 
 void hc_post(const HcMix& mix, const float* F, float* X, int64_t n_embd) {
+    // Columns in blocks: the sources are copied out first (X is overwritten in place), then
+    // each destination is a loop over the block's columns that the compiler vectorizes (one
+    // column at a time, with the streams strided, it took ~3% of a prefill). Per value the
+    // operations and their order are those of the definition.
+    constexpr int64_t kBlock = 64;
     const int n = mix.n_hc;
-    std::vector<float> src(n);
-    for (int64_t c = 0; c < n_embd; ++c) {
-        for (int i = 0; i < n; ++i) src[i] = X[i * n_embd + c];
+    std::vector<float> src(size_t(n) * kBlock);
+    for (int64_t c0 = 0; c0 < n_embd; c0 += kBlock) {
+        const int64_t len = std::min(kBlock, n_embd - c0);
+        for (int i = 0; i < n; ++i) std::copy_n(X + i * n_embd + c0, len, &src[size_t(i) * kBlock]);
         for (int j = 0; j < n; ++j) {
-            float acc = mix.post[j] * F[c];
-            for (int i = 0; i < n; ++i) acc += mix.comb[i * n + j] * src[i];
-            X[j * n_embd + c] = acc;
+            float* out = X + j * n_embd + c0;
+            const float post = mix.post[j];
+            for (int64_t c = 0; c < len; ++c) out[c] = post * F[c0 + c];
+            for (int i = 0; i < n; ++i) {
+                const float w = mix.comb[size_t(i) * n + j];
+                const float* s = &src[size_t(i) * kBlock];
+                for (int64_t c = 0; c < len; ++c) out[c] += w * s[c];
+            }
         }
     }
 }

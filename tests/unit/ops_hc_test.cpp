@@ -65,5 +65,33 @@ TEST(Hc, PostMixesSourcesIntoDestinations) {
     EXPECT_EQ(y, (std::vector<float>{160.5f, 321, 481.5f}));
 }
 
+// Widths past one column block (and not a multiple of it), four streams, random mixes: each
+// destination is post_j F + sum_i comb_ij X_i of the values before the call.
+TEST(Hc, PostOverManyColumnsMatchesTheDefinition) {
+    std::mt19937 rng(4);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (int64_t D : {1, 63, 64, 65, 200, 4096}) {
+        const int n = 4;
+        HcMix mix;
+        mix.n_hc = n;
+        mix.post.resize(n);
+        mix.comb.resize(size_t(n * n));
+        for (auto& v : mix.post) v = g(rng);
+        for (auto& v : mix.comb) v = g(rng);
+        std::vector<float> X(size_t(n * D)), F(static_cast<size_t>(D));
+        for (auto& v : X) v = g(rng);
+        for (auto& v : F) v = g(rng);
+        std::vector<double> want(X.size());
+        for (int j = 0; j < n; ++j)
+            for (int64_t c = 0; c < D; ++c) {
+                double acc = double(mix.post[size_t(j)]) * F[size_t(c)];
+                for (int i = 0; i < n; ++i) acc += double(mix.comb[size_t(i * n + j)]) * X[size_t(i * D + c)];
+                want[size_t(j * D + c)] = acc;
+            }
+        hc_post(mix, F.data(), X.data(), D);
+        for (size_t k = 0; k < X.size(); ++k) ASSERT_NEAR(X[k], want[k], 1e-5) << "D " << D << " at " << k;
+    }
+}
+
 }  // namespace
 }  // namespace ds4::ops
