@@ -73,6 +73,19 @@ TEST(Qat, E2M1MatchesTheGrid) {
         const float v = u(rng);
         ASSERT_EQ(e2m1_round(v), nearest(grid, v)) << v;
     }
+    // Every float within 64 ulps of a tie point, a grid value or a step boundary, both signs.
+    for (float c : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f,
+                    5.0f, 6.0f}) {
+        float lo = c, hi = c;
+        for (int k = 0; k < 64; ++k) {
+            lo = std::nextafter(lo, -1.0f);
+            hi = std::nextafter(hi, 7.0f);
+        }
+        for (float v = lo; v <= std::min(hi, 6.0f); v = std::nextafter(v, 7.0f)) {
+            ASSERT_EQ(e2m1_round(v), nearest(grid, v)) << v;
+            ASSERT_EQ(e2m1_round(-v), nearest(grid, -v)) << -v;
+        }
+    }
 }
 
 TEST(Qat, Fp8RoundTripIsIdempotentAndOnTheScaledGrid) {
