@@ -2,6 +2,7 @@
 // compressors and the lightning indexer, sink attention over raw + compressed rows, inverse
 // RoPE and the grouped output projection.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -10,6 +11,7 @@
 #include "model/layer.h"
 #include "ops/attention.h"
 #include "ops/hc.h"
+#include "ops/indexer.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/qat.h"
@@ -116,18 +118,10 @@ void compressor_projections(const LayerContext& ctx, const CompressorWeights& cw
     }
 }
 
-// Indexer scores (§3.3.5) of compressed rows [r0, r1) for one query: sum over heads of
-// weight_h * relu(q_h . k_r).
+// Indexer scores (§3.3.5) of compressed rows [r0, r1) for one query.
 void indexer_scores(const ModelConfig& c, const float* q, const float* weights, const float* keys,
                     int64_t r0, int64_t r1, float* score) {
-    const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
-    const quant::DotFn dot = quant::dot_kernel(TensorType::F32);
-    for (int64_t r = r0; r < r1; ++r) {
-        const float* k = keys + r * DI;
-        float s = 0.0f;
-        for (int64_t h = 0; h < HI; ++h) s += weights[h] * std::max(0.0f, dot(DI, q + h * DI, k));
-        score[r] = s;
-    }
+    ops::indexer_scores(q, weights, int(c.indexer_heads), int(c.indexer_dim), keys, r0, r1, score);
 }
 
 // The top-k rows by score (ties: lower index first), ascending.
@@ -266,12 +260,18 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
                                 int64_t(rows.size()), w.sinks + h0, scale, &o[(t * H + h0) * Dh]);
         };
         if (m >= ctx.pool.size()) {
-            // Many tokens: one token per task, each with its own indexer choice.
-            ctx.pool.parallel_for(m, [&](int64_t i0, int64_t i1) {
+            // Many tokens: one token per task, each with its own indexer choice. Tokens are
+            // handed out one at a time, latest first: a token's cost grows with its position
+            // (more compressed rows, and the indexer over all of them), and the two halves of
+            // a block split statically could differ by half; latest first, the last tasks to go
+            // out are the cheapest.
+            std::atomic<int64_t> next{0};
+            ctx.pool.parallel_for(ctx.pool.size(), [&](int64_t, int64_t) {
                 std::vector<const float*> rows;
                 std::vector<float> score;
-                for (int64_t i = i0; i < i1; ++i) {
-                    const int64_t t = b0 + i, p = p0 + t;
+                for (int64_t k = next.fetch_add(1, std::memory_order_relaxed); k < m;
+                     k = next.fetch_add(1, std::memory_order_relaxed)) {
+                    const int64_t t = b0 + m - 1 - k, p = p0 + t;
                     std::vector<int32_t> sel;
                     if (needs_indexer(p)) {
                         score.assign(size_t((p + 1) / 4), 0.0f);

@@ -1,7 +1,9 @@
-// AVX2 sink attention (attention_simd.h over 8-float vectors; tails masked).
+// AVX2 sink attention (attention_simd.h over 8-float vectors; tails masked) and indexer scores
+// (indexer_simd.h).
 #include <immintrin.h>
 
 #include "ops/attention_simd.h"
+#include "ops/indexer_simd.h"
 #include "ops/attention_kernels.h"
 
 namespace ds4::ops::avx2 {
@@ -21,6 +23,7 @@ struct V8 {
     static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
     static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
     static reg broadcast(float x) { return _mm256_set1_ps(x); }
+    static reg relu(reg v) { return _mm256_max_ps(v, _mm256_setzero_ps()); }
     static float sum(reg v) {
         const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
@@ -33,6 +36,12 @@ struct V8 {
 void attend_heads(const float* q, int n_head, int head_dim, const float* const* rows,
                   int64_t n_rows, const float* sinks, float scale, float* out, float* scratch) {
     ::attend_heads<V8>(q, n_head, head_dim, rows, n_rows, sinks, scale, out, scratch);
+}
+
+// 2 rows x 4 head vectors: 8 accumulators of the 16 registers.
+void indexer_scores(const float* q, const float* weights, int n_head, int dim, const float* keys,
+                    int64_t r0, int64_t r1, float* score) {
+    ::indexer_scores_simd<V8, 2, 4>(q, weights, n_head, dim, keys, r0, r1, score);
 }
 
 }  // namespace ds4::ops::avx2

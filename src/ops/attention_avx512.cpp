@@ -1,4 +1,5 @@
-// AVX-512 sink attention (attention_simd.h over 16-float vectors; tails masked).
+// AVX-512 sink attention (attention_simd.h over 16-float vectors; tails masked) and indexer
+// scores (indexer_simd.h).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -6,6 +7,7 @@
 #include <immintrin.h>
 
 #include "ops/attention_simd.h"
+#include "ops/indexer_simd.h"
 #include "ops/attention_kernels.h"
 
 namespace ds4::ops::avx512 {
@@ -23,6 +25,7 @@ struct V16 {
     static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
     static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
     static reg broadcast(float x) { return _mm512_set1_ps(x); }
+    static reg relu(reg v) { return _mm512_max_ps(v, _mm512_setzero_ps()); }
     static float sum(reg v) { return _mm512_reduce_add_ps(v); }
 };
 
@@ -31,6 +34,12 @@ struct V16 {
 void attend_heads(const float* q, int n_head, int head_dim, const float* const* rows,
                   int64_t n_rows, const float* sinks, float scale, float* out, float* scratch) {
     ::attend_heads<V16>(q, n_head, head_dim, rows, n_rows, sinks, scale, out, scratch);
+}
+
+// 4 rows x 4 head vectors: 16 accumulators, 64 heads (Flash) in one pass.
+void indexer_scores(const float* q, const float* weights, int n_head, int dim, const float* keys,
+                    int64_t r0, int64_t r1, float* score) {
+    ::indexer_scores_simd<V16, 4, 4>(q, weights, n_head, dim, keys, r0, r1, score);
 }
 
 }  // namespace ds4::ops::avx512
