@@ -65,4 +65,12 @@ float dot_bf16(int64_t n, const void* w, const void* act) {
                bf16_scalar);
 }
 
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) {
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), kRound));
+    for (; i < n; ++i) y[i] = uint16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x[i]), kRound), 0));
+}
+
 }  // namespace ds4::quant::avx2

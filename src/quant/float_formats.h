@@ -18,6 +18,9 @@ namespace avx2 {
 float dot_f32(int64_t n, const void* w, const void* act);
 float dot_f16(int64_t n, const void* w, const void* act);
 float dot_bf16(int64_t n, const void* w, const void* act);
+// F32 -> F16 (the activations of F16 weights) with F16C, rounding to nearest even: the same
+// bits as f32_to_f16 (common/half.h) for every input but NaN payloads (both stay NaNs).
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 }  // namespace avx2
 
 namespace avx512 {

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/half.h"
+#include "quant/float_formats.h"
 #include "quant/formats.h"
 #include "quant/ggml_compat.h"
 
@@ -57,6 +58,7 @@ void quantize_activation(TensorType act_type, const float* src, void* dst, int64
         case TensorType::F32: std::memcpy(dst, src, size_t(n) * sizeof(float)); return;
         case TensorType::F16: {
             auto* d = static_cast<uint16_t*>(dst);
+            if (best_isa() >= Isa::Avx2) return avx2::f32_to_f16_row(src, d, n);  // F16C
             for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
             return;
         }

@@ -43,6 +43,30 @@ TEST(QuantFloat, F16RowConversionsRoundToNearestEven) {
     EXPECT_EQ(back[8], 0x1p-24f);               // smallest subnormal survives
 }
 
+// The F16C row conversion that quantize_activation uses on AVX2 machines: the bits of the
+// scalar conversion over a sweep of all float bit patterns (every 251st), the special values
+// and every tail length; NaNs stay NaNs.
+TEST(QuantFloat, F16cRowConversionEqualsScalar) {
+    if (!isa_supported(Isa::Avx2)) GTEST_SKIP() << "no AVX2/F16C";
+    std::vector<float> x = special_values();
+    for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 251) x.push_back(std::bit_cast<float>(uint32_t(b)));
+    std::vector<uint16_t> got(x.size());
+    avx2::f32_to_f16_row(x.data(), got.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+        if (std::isnan(x[i])) {
+            ASSERT_TRUE(std::isnan(f16_to_f32(got[i]))) << i;
+            continue;
+        }
+        ASSERT_EQ(got[i], f32_to_f16(x[i])) << fmt::format("{:a} ({:#010x})", x[i], std::bit_cast<uint32_t>(x[i]));
+    }
+    for (int64_t n = 1; n <= 17; ++n) {  // tails: nothing written past n
+        std::vector<uint16_t> y(size_t(n + 1), 0xabcd);
+        avx2::f32_to_f16_row(x.data() + 3, y.data(), n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[size_t(i)], f32_to_f16(x[size_t(3 + i)])) << n;
+        ASSERT_EQ(y[size_t(n)], 0xabcd) << n;
+    }
+}
+
 TEST(QuantFloat, Bf16RowConversionsRoundToNearestEven) {
     const std::vector<float> x = special_values();
     const int64_t n = int64_t(x.size());
