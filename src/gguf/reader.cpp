@@ -181,6 +181,43 @@ std::string TensorInfo::shape_string() const {
     return s + "]";
 }
 
+namespace {
+
+// A read-only mapping of the file at a 2 MiB-aligned address, advised for transparent huge
+// pages before anything touches it. On kernels whose page cache takes large folios (ext4 and
+// XFS on Linux 6.x), the faults then read the file in 2 MiB folios and map each with one TLB
+// entry, as --no-mmap's anonymous copy is, without the copy or its second 80 GB. File pages
+// already cached in small folios stay small (measured on the 4-layer Flash file: 9.3 of 9.3 GB
+// PMD-mapped from a cold cache, 1.2 GB from a cache filled by plain reads).
+void* map_huge_aligned(int fd, size_t size) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    void* m = MAP_FAILED;
+    void* res = mmap(nullptr, size + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res != MAP_FAILED) {
+        const uintptr_t base = uintptr_t(res), aligned = (base + kHuge - 1) & ~uintptr_t(kHuge - 1);
+        m = mmap(reinterpret_cast<void*>(aligned), size, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0);
+        if (m == MAP_FAILED) {
+            const int e = errno;
+            munmap(res, size + kHuge);
+            errno = e;
+            return m;
+        }
+        // Give back the reservation around the file's pages.
+        const size_t page = size_t(sysconf(_SC_PAGESIZE));
+        const uintptr_t end = aligned + (size + page - 1) / page * page, res_end = base + size + kHuge;
+        if (aligned > base) munmap(res, aligned - base);
+        if (res_end > end) munmap(reinterpret_cast<void*>(end), res_end - end);
+    } else {
+        m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
+#ifdef MADV_HUGEPAGE
+    if (m != MAP_FAILED) madvise(m, size, MADV_HUGEPAGE);  // advice only: fine if THP is off
+#endif
+    return m;
+}
+
+}  // namespace
+
 std::unique_ptr<File> File::open(const std::string& path, Load load) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
@@ -219,7 +256,7 @@ std::unique_ptr<File> File::open(const std::string& path, Load load) {
                 }
             }
         } else {
-            m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+            m = map_huge_aligned(fd, size);
             e = errno;
         }
         ::close(fd);

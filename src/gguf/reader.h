@@ -38,9 +38,11 @@ struct TensorInfo {
 class File {
 public:
     // How the bytes are held: a read-only file mapping (fast start, pages shared with the page
-    // cache), or a private copy read into anonymous memory with transparent huge pages (slower
-    // start, twice the memory while the page cache still holds the file, but far fewer TLB
-    // misses when every token streams the weights: measured ~3x faster decode on a VM).
+    // cache; 2 MiB-aligned and advised for huge pages, which it gets for the file pages it
+    // reads in itself), or a private copy read into anonymous memory with transparent huge
+    // pages (slower start, twice the memory while the page cache still holds the file; huge
+    // pages whatever the cache holds). With 4 KiB pages every token's pass over the weights
+    // misses the TLB: decode measured ~3x slower on a VM.
     enum class Load { Map, Copy };
     // Maps (or copies) and validates `path`. Throws ds4::Error on any problem.
     static std::unique_ptr<File> open(const std::string& path, Load load = Load::Map);

@@ -74,6 +74,12 @@ TEST(GgufRoundTrip, ByteExactAgainstHandBuiltImage) {
     std::memcpy(back, f->data(t), sizeof back);
     EXPECT_EQ(back[0], 1.5f);
     EXPECT_EQ(back[1], -2.0f);
+    // The mapping starts on a 2 MiB boundary, so that the file's huge page-cache folios can be
+    // mapped whole (reader.cpp); the copy holds the same bytes.
+    const uint8_t* base = f->data(t) - f->data_offset() - t.offset;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(base) % (uintptr_t(2) << 20), 0u);
+    auto copy = File::open(path, File::Load::Copy);
+    EXPECT_EQ(std::memcmp(copy->data(copy->tensor("t")), f->data(t), 8), 0);
 }
 
 TEST(GgufRoundTrip, EveryValueType) {

@@ -54,8 +54,8 @@ ParseResult parse_options(int argc, char** argv) {
                  "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
         ->group("Runtime");
     app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
-                 "Read the weights into memory (huge pages) instead of mapping the file: slower "
-                 "start, 2x memory while the page cache holds the file, much faster decode")
+                 "Copy the weights into huge-page memory instead of mapping the file: slower start, "
+                 "2x memory; faster decode when the cached file sits on small pages (docs/PERFORMANCE.md)")
         ->group("Runtime");
     app.footer(
         "Each row prefills only the tokens since the previous frontier (prefill_tokens) and times\n"

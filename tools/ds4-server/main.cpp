@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(2, 4096))->group("HTTP API");
     app.add_flag("--cors", o.server.cors, "Send Access-Control-Allow-* headers")->group("HTTP API");
     app.add_flag("--no-mmap", o.no_mmap,
-                 "Read the weights into memory (huge pages) instead of mapping the file: slower "
-                 "start, 2x memory while the page cache holds the file, much faster decode");
+                 "Copy the weights into huge-page memory instead of mapping the file: slower start, "
+                 "2x memory; faster decode when the cached file sits on small pages (docs/PERFORMANCE.md)");
     app.add_option("--test-force-output", o.force_output,
                    "TEST ONLY: JSON array of output texts; each request emits the next one "
                    "instead of sampling (docs/SERVER.md)")
