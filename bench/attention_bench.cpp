@@ -55,7 +55,7 @@ int indexer_bench(int heads, int dim, const std::vector<int64_t>& row_counts, in
     std::vector<float> q(size_t(positions) * size_t(heads) * size_t(dim)), w(static_cast<size_t>(heads));
     for (float& v : q) v = gauss(rng);
     for (float& v : w) v = gauss(rng);
-    const ds4::quant::DotFn dot = ds4::quant::dot_kernel(ds4::TensorType::F32);
+    const ds4::quant::DotFn dot = ds4::quant::dot_kernel(ds4::TensorType::F32, isa);
     for (int64_t n_rows : row_counts) {
         std::vector<float> keys(size_t(n_rows) * size_t(dim)), score(static_cast<size_t>(n_rows));
         for (float& v : keys) v = gauss(rng);
