@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "timing.h"
 #include "common/error.h"
 #include "ops/attention.h"
 #include "ops/indexer.h"
@@ -34,17 +35,6 @@ std::vector<int64_t> parse_list(const std::string& v) {
     return out;
 }
 
-template <class F>
-double best_seconds(int reps, F&& f) {
-    double best = 1e30;
-    for (int rep = 0; rep < reps; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-}
-
 int indexer_bench(int heads, int dim, const std::vector<int64_t>& row_counts, int positions,
                   int reps, ds4::quant::Isa isa) {
     std::printf("indexer scores, %s, %d heads x %d dims, one thread, best of %d\n\n",
@@ -59,12 +49,12 @@ int indexer_bench(int heads, int dim, const std::vector<int64_t>& row_counts, in
     for (int64_t n_rows : row_counts) {
         std::vector<float> keys(size_t(n_rows) * size_t(dim)), score(static_cast<size_t>(n_rows));
         for (float& v : keys) v = gauss(rng);
-        const double t = best_seconds(reps, [&] {
+        const double t = ds4::bench::best_seconds(reps, [&] {
             for (int p = 0; p < positions; ++p)
                 ds4::ops::indexer_scores(q.data() + size_t(p) * size_t(heads) * size_t(dim), w.data(),
                                          heads, dim, keys.data(), 0, n_rows, score.data(), isa);
         });
-        const double t_pairs = best_seconds(reps, [&] {
+        const double t_pairs = ds4::bench::best_seconds(reps, [&] {
             for (int p = 0; p < positions; ++p) {
                 const float* qp = q.data() + size_t(p) * size_t(heads) * size_t(dim);
                 for (int64_t r = 0; r < n_rows; ++r) {

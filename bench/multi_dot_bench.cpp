@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "timing.h"
 #include "common/error.h"
 #include "quant/quant.h"
 
@@ -30,17 +31,6 @@ std::vector<std::string> split(const std::string& s) {
         b = e + 1;
     }
     return out;
-}
-
-template <class F>
-double best_seconds(int reps, F&& f) {
-    double best = 1e30;
-    for (int i = 0; i < reps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
 }
 
 }  // namespace
@@ -99,14 +89,14 @@ int main(int argc, char** argv) try {
             std::vector<float> Y1(size_t(rows * nt)), Y2(size_t(rows * nt));
             std::vector<float*> y(static_cast<size_t>(nt));
             for (int64_t i = 0; i < nt; ++i) y[size_t(i)] = Y2.data() + i * rows;
-            const double t_dot = best_seconds(reps, [&] {
+            const double t_dot = ds4::bench::best_seconds(reps, [&] {
                 for (int64_t r = 0; r < rows; ++r)
                     for (int64_t i = 0; i < nt; ++i)
                         Y1[size_t(i * rows + r)] = dot(cols, W.data() + size_t(r) * rb, act[size_t(i)]);
             });
             double t_multi = 0;
             if (multi) {
-                t_multi = best_seconds(reps, [&] { multi(cols, W.data(), rb, rows, act.data(), nt, y.data()); });
+                t_multi = ds4::bench::best_seconds(reps, [&] { multi(cols, W.data(), rb, rows, act.data(), nt, y.data()); });
                 if (std::memcmp(Y1.data(), Y2.data(), Y1.size() * sizeof(float)) != 0)
                     ds4::fail("{}: multi and dot results differ", ds4::tensor_type_name(t));
             }
