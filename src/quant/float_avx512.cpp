@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "quant/float_formats.h"
+#include "quant/prefetch.h"
 
 namespace ds4::quant::avx512 {
 namespace {
@@ -41,6 +42,10 @@ float dot(int64_t n, const T* x, const T* y) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
+        // The weights (x) are read once, from DRAM in decode: ask for them ahead
+        // (quant/prefetch.h).
+        for (size_t k = 0; k < sizeof(T); ++k)
+            _mm_prefetch(reinterpret_cast<const char*>(x + i) + kPrefetchAhead + 64 * k, _MM_HINT_T0);
         a0 = _mm512_fmadd_ps(Fmt::load(x + i), Fmt::load(y + i), a0);
         a1 = _mm512_fmadd_ps(Fmt::load(x + i + 16), Fmt::load(y + i + 16), a1);
         a2 = _mm512_fmadd_ps(Fmt::load(x + i + 32), Fmt::load(y + i + 32), a2);

@@ -23,6 +23,7 @@
 #include "quant/blocks.h"
 #include "quant/iq2_xxs.h"
 #include "quant/iq2_xxs_grid.h"
+#include "quant/prefetch.h"
 
 namespace ds4::quant {
 
@@ -112,15 +113,15 @@ inline float iq2xxs_dot_ordered(const Dec& dec, int64_t nb, const BlockIQ2_XXS* 
     return 0.125f * _mm512_reduce_add_ps(acc);
 }
 
-// Every row of W against one activation in step order, prefetching the next row.
+// Every row of W against one activation in step order, prefetching ahead (quant/prefetch.h).
 template <class Dec>
 inline void iq2xxs_rows_ordered(const Dec& dec, int64_t nb, const uint8_t* W, size_t w_stride,
                                 int64_t rows, const Iq2xxsActBlock* a, float* y) {
+    if (rows <= 0) return;
+    StreamAhead ahead(W, W + size_t(rows - 1) * w_stride + size_t(nb) * sizeof(BlockIQ2_XXS));
     for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* row = W + size_t(r) * w_stride;
-        if (r + 1 < rows)
-            for (size_t off = 0; off < w_stride; off += 64)
-                _mm_prefetch(reinterpret_cast<const char*>(row + w_stride + off), _MM_HINT_T0);
+        ahead.at(row);
         y[r] = iq2xxs_dot_ordered(dec, nb, reinterpret_cast<const BlockIQ2_XXS*>(row), a);
     }
 }

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "quant/prefetch.h"
+
 namespace ds4::quant {
 namespace {
 

@@ -4,6 +4,7 @@
 // group scales (one per 128-bit lane = 16 values) and accumulates in i32.
 #include "quant/x86_simd.h"  // first: see there
 
+#include "quant/prefetch.h"
 #include "quant/q2_k.h"
 
 namespace ds4::quant {
@@ -26,6 +27,11 @@ float dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* act) {
     __m512 acc = _mm512_setzero_ps();
     __m256 acc_min = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
+        // The weights come once from DRAM in decode: ask for them ahead (quant/prefetch.h),
+        // two lines per 84-byte block.
+        const char* ahead = reinterpret_cast<const char*>(x + b) + kPrefetchAhead;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 64, _MM_HINT_T0);
         const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales));
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m15));
         const __m256i msum = _mm256_madd_epi16(

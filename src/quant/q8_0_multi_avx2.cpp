@@ -12,6 +12,7 @@
 
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
+#include "quant/multi_tile.h"
 #include "quant/q8_0.h"
 
 namespace ds4::quant {
@@ -118,10 +119,13 @@ void multi_q8_0_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
     const auto* base = static_cast<const uint8_t*>(W);
     if (n_act == 1) {
         // Decode: each transposed group is used once, straight from the registers.
+        if (rows <= 0) return;
+        StreamAhead ahead(base, base + size_t(rows - 1) * w_stride + size_t(nb) * sizeof(BlockQ8_0));
         for (int64_t r = 0; r < rows; ++r) {
             const auto* x = reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride);
             __m256 lo = _mm256_setzero_ps(), hi = lo;
             for (int64_t k = 0; k < n_groups; ++k) {
+                ahead.at(x + k * kGroup);
                 Group g;
                 const int64_t left = nb - k * kGroup;
                 transpose_group(x + k * kGroup, int(left < kGroup ? left : kGroup), g);

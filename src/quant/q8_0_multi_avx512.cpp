@@ -142,10 +142,13 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
     const auto* base = static_cast<const uint8_t*>(W);
     if (n_act == 1) {
         // Decode: each transposed chunk is used once, straight from the registers.
+        if (rows <= 0) return;
+        StreamAhead ahead(base, base + size_t(rows - 1) * w_stride + size_t(nb) * sizeof(BlockQ8_0));
         for (int64_t r = 0; r < rows; ++r) {
             const auto* x = reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride);
             __m512 acc = _mm512_setzero_ps();
             for (int64_t c = 0; c < n_chunks; ++c) {
+                ahead.at(x + c * kChunk);
                 Chunk w;
                 const int64_t left = nb - c * kChunk;
                 transpose_chunk(x + c * kChunk, int(left < kChunk ? left : kChunk), true, w);
