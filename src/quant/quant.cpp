@@ -67,8 +67,12 @@ void quantize_activation(TensorType act_type, const float* src, void* dst, int64
             for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
             return;
         }
-        case TensorType::Q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
-        case TensorType::Q8_K: return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n);
+        case TensorType::Q8_0:
+            if (best_isa() >= Isa::Avx512Vnni) return avx512::quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
+            return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
+        case TensorType::Q8_K:
+            if (best_isa() >= Isa::Avx512Vnni) return avx512::quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n);
+            return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n);
         default: fail("{} is not an activation format", tensor_type_name(act_type));
     }
 }

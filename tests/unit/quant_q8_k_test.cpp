@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "common/error.h"
 #include "common/half.h"
 #include "quant/blocks.h"
 #include "quant/formats.h"
+#include "quant/quant.h"
 #include "quant_test_data.h"
 
 namespace ds4::quant {
@@ -106,6 +108,63 @@ TEST(QuantQ8_0Activation, CodesStayWithin127AndRoundTrip) {
                 const float exact = x[size_t(blk * 32 + j)] * (127.0f / amax);
                 ASSERT_LE(std::fabs(exact - float(q)), 0.5f) << testing::dist_name(dist);
             }
+        }
+    }
+}
+
+// The AVX-512 quantizers (what quantize_activation runs on such CPUs) give the references'
+// bytes on every input: random distributions, exact ties, both signs of the largest |x|,
+// NaN, infinities, signed zeros, subnormals.
+std::vector<std::vector<float>> hostile_blocks(int block) {
+    std::vector<std::vector<float>> out;
+    const float nan = std::nanf(""), inf = INFINITY;
+    auto make = [&](auto fill) {
+        std::vector<float> x(static_cast<size_t>(block));
+        for (int j = 0; j < block; ++j) x[size_t(j)] = 0.25f * float((j * 7) % 13) - 1.5f;
+        fill(x);
+        out.push_back(x);
+    };
+    make([](auto&) {});
+    make([&](auto& x) { x[3] = nan; });
+    make([&](auto& x) { x[0] = nan; x[block - 1] = nan; x[5] = 9.0f; });
+    make([&](auto& x) { x[4] = inf; });
+    make([&](auto& x) { x[4] = -inf; x[9] = inf; });
+    make([&](auto& x) { for (auto& v : x) v = nan; });
+    make([&](auto& x) { for (auto& v : x) v = -0.0f; });
+    make([&](auto& x) { for (auto& v : x) v = 0.0f; x[2] = nan; });
+    make([&](auto& x) { for (auto& v : x) v = 1e-42f; x[1] = -3e-42f; });
+    make([&](auto& x) { x[2] = -4.0f; x[block - 2] = 4.0f; });  // equal |x|, the first is negative
+    make([&](auto& x) { x[2] = 4.0f; x[block - 2] = -4.0f; });
+    make([&](auto& x) { x[block - 1] = 8.0f; x[0] = -8.0f; });
+    make([&](auto& x) {  // products exactly halfway between codes: amax = 127 makes the scale 1
+        x[0] = -127.0f;
+        for (int j = 1; j < block; ++j) x[size_t(j)] = float(j % 64) - 31.5f;
+    });
+    make([&](auto& x) { x[6] = 3.4e38f; x[7] = -3.4e38f; });
+    return out;
+}
+
+TEST(QuantActivationSimd, Avx512MatchesTheReferenceBitForBit) {
+    if (!isa_supported(Isa::Avx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+    for (int pass = 0; pass < 2; ++pass) {
+        const bool k = pass == 0;
+        const int block = k ? kQK_K : kQK8_0;
+        std::vector<std::vector<float>> cases = hostile_blocks(block);
+        for (Dist dist : testing::kAllDists) cases.push_back(testing::random_values(dist, block * 64, 77, block));
+        for (const auto& x : cases) {
+            const int64_t n = int64_t(x.size());
+            const size_t bytes = size_t(n / block) * (k ? sizeof(BlockQ8_K) : sizeof(BlockQ8_0));
+            std::vector<uint8_t> ref(bytes, 0x11), got(bytes, 0x22);
+            if (k) {
+                quantize_q8_k(x.data(), reinterpret_cast<BlockQ8_K*>(ref.data()), n);
+                avx512::quantize_q8_k(x.data(), reinterpret_cast<BlockQ8_K*>(got.data()), n);
+            } else {
+                quantize_q8_0(x.data(), reinterpret_cast<BlockQ8_0*>(ref.data()), n);
+                avx512::quantize_q8_0(x.data(), reinterpret_cast<BlockQ8_0*>(got.data()), n);
+            }
+            for (size_t i = 0; i < bytes; ++i)
+                ASSERT_EQ(int(ref[i]), int(got[i])) << (k ? "Q8_K" : "Q8_0") << " case " << (&x - cases.data())
+                                                    << " byte " << i;
         }
     }
 }
