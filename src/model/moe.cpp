@@ -132,10 +132,10 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
     const TensorType t_exp = quant::dot_type(w.gate_exps.all.type), t_sh = quant::dot_type(w.gate_shexp.type);
     if (quant::dot_type(w.up_exps.all.type) != t_exp || quant::dot_type(w.up_shexp.type) != t_sh)
         fail("layer {}: gate and up projections take different activation types", w.index);
-    sc.v_exp.set(v, n, D, t_exp);
+    sc.v_exp.set(v, n, D, t_exp, &ctx.pool);
     const ops::Activations* v_sh = &sc.v_exp;
     if (t_sh != t_exp) {
-        sc.v_sh.set(v, n, D, t_sh);
+        sc.v_sh.set(v, n, D, t_sh, &ctx.pool);
         v_sh = &sc.v_sh;
     }
     const ops::Activations& v_exp = sc.v_exp;

@@ -58,11 +58,18 @@ void Activation::set(const float* x, int64_t n, TensorType dot_type) {
     n_ = n;
 }
 
-void Activations::set(const float* X, int64_t n_rows, int64_t n, TensorType dot_type) {
+void Activations::set(const float* X, int64_t n_rows, int64_t n, TensorType dot_type, ThreadPool* pool) {
     row_bytes_ = row_bytes(dot_type, n);
     if (buf_.size() < row_bytes_ * size_t(n_rows)) buf_.resize(row_bytes_ * size_t(n_rows));
-    for (int64_t t = 0; t < n_rows; ++t)
-        quant::quantize_activation(dot_type, X + t * n, buf_.data() + size_t(t) * row_bytes_, n);
+    auto convert = [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t)
+            quant::quantize_activation(dot_type, X + t * n, buf_.data() + size_t(t) * row_bytes_, n);
+    };
+    // Below ~64K values the pool's round trip costs more than the conversion.
+    if (pool && pool->size() > 1 && n_rows > 1 && n_rows * n >= (int64_t(1) << 16))
+        pool->parallel_for(n_rows, convert);
+    else
+        convert(0, n_rows);
     type_ = dot_type;
     n_ = n;
     rows_ = n_rows;
@@ -131,7 +138,7 @@ void matvec(const Matrix& W, const float* x, float* y, ThreadPool& pool) {
 void matmul(const Matrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool) {
     if (n_tokens <= 0) return;
     thread_local Activations acts;
-    acts.set(X, n_tokens, W.cols, quant::dot_type(W.type));
+    acts.set(X, n_tokens, W.cols, quant::dot_type(W.type), &pool);
     std::vector<const void*> act(static_cast<size_t>(n_tokens));
     std::vector<float*> out(static_cast<size_t>(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -150,7 +157,7 @@ void matmul_grouped(const Matrix& W, int64_t groups, const float* X, int64_t n_t
     const int64_t R = W.rows / groups;
     // Token t's slice g is row t*groups + g of X viewed as [n_tokens*groups][W.cols].
     thread_local Activations acts;
-    acts.set(X, n_tokens * groups, W.cols, quant::dot_type(W.type));
+    acts.set(X, n_tokens * groups, W.cols, quant::dot_type(W.type), &pool);
     std::vector<const void*> act(static_cast<size_t>(n_tokens * groups));
     std::vector<float*> out(static_cast<size_t>(n_tokens * groups));
     std::vector<MatmulJob> jobs;

@@ -48,10 +48,12 @@ private:
     int64_t n_ = 0;
 };
 
-// Several activation rows converted once for a weight format: rows [n_rows][n] of X.
+// Several activation rows converted once for a weight format: rows [n_rows][n] of X, split
+// over `pool` when given (a prefill chunk's rows would otherwise convert on one thread while
+// the others wait).
 class Activations {
 public:
-    void set(const float* X, int64_t n_rows, int64_t n, TensorType dot_type);
+    void set(const float* X, int64_t n_rows, int64_t n, TensorType dot_type, ThreadPool* pool = nullptr);
     const void* row(int64_t t) const { return buf_.data() + size_t(t) * row_bytes_; }
     TensorType type() const { return type_; }
     int64_t size() const { return n_; }  // values per row
