@@ -5,7 +5,7 @@
 # markdown table (docs/PERFORMANCE.md, "End-to-end").
 #
 #   bench/side_by_side.sh [--quick] [--reps N] [--model FILE] [--build DIR] [--threads N]
-#                         [--gen-tokens N] [--jobs N] [--out DIR]
+#                         [--gen-tokens N] [--batch N] [--jobs N] [--out DIR]
 #
 # Measured: prefill t/s of a 512- and a 4096-token prompt (each its own single-frontier walk:
 # --ctx-start = --ctx-max = N), and the greedy decode probe's t/s at those contexts. After a
@@ -14,6 +14,10 @@
 # Default 5 repetitions: on a shared VM one repetition in a slow minute is common, and the
 # median of 5 stays put with up to two of them (with 3, one slow run can move it).
 # --quick: 2 repetitions of the 512 case only (a smoke run of the whole pipeline).
+# --batch N (default 2048): prompt tokens per batch for both engines (ds4 --prefill-chunk,
+# llama.cpp n_batch = n_ubatch). 2048 is the fastest of 512-4096 for each on the 4096-token
+# prompt here (2026-12-01: llama.cpp 75 / 85 / 86-91 / 81-84 t/s at 512 / 1024 / 2048 /
+# 4096; ds4 178 / 189 / 194 / 191).
 #
 # The model defaults to models/flash4.gguf (git-ignored): the real Flash per-layer shape, 4
 # layers with compress ratios 4,128,4,128 and the published q2 recipe, written by
@@ -26,13 +30,14 @@ build="$root/build"
 threads=2
 reps=5
 gen=32
+batch=2048
 jobs=2
 quick=0
 out=""
 reps_given=0
 gen_given=0
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1 ;;
@@ -41,6 +46,7 @@ while [[ $# -gt 0 ]]; do
     --build) build="$2"; shift ;;
     --threads) threads="$2"; shift ;;
     --gen-tokens) gen="$2"; gen_given=1; shift ;;
+    --batch) batch="$2"; shift ;;
     --jobs) jobs="$2"; shift ;;
     --out) out="$2"; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -54,7 +60,7 @@ if [[ $quick == 1 ]]; then
   [[ $reps_given == 1 ]] || reps=2
   [[ $gen_given == 1 ]] || gen=16
 fi
-for v in "$reps" "$threads" "$gen" "$jobs"; do
+for v in "$reps" "$threads" "$gen" "$batch" "$jobs"; do
   [[ "$v" =~ ^[0-9]+$ && "$v" -gt 0 ]] || { echo "side_by_side.sh: '$v' is not a positive integer" >&2; exit 2; }
 done
 out=${out:-"$build/side_by_side/$(date +%Y%m%d-%H%M%S)"}
@@ -92,8 +98,9 @@ run_one() {  # engine case rep
   [[ $engine == ds4 ]] && exe="$bin/ds4-bench" || exe="$bin/ds4-peer-bench"
   local args=(-m "$model" --token-ids "$out/ids.txt" --ctx-start "$ctx" --ctx-max "$ctx"
               --gen-tokens "$gen" --threads "$threads" --csv "$out/$engine-$ctx-r$rep.csv")
-  # Each engine at its fastest: ds4 maps the file on huge pages (see the eviction below);
-  # DS4_BENCH_NO_MMAP=1 reads it into huge-page memory instead (--no-mmap).
+  # Each engine at its fastest: the same prompt batch; ds4 maps the file on huge pages (see
+  # the eviction below); DS4_BENCH_NO_MMAP=1 reads it into huge-page memory instead (--no-mmap).
+  [[ $engine == ds4 ]] && args+=(--prefill-chunk "$batch") || args+=(--batch "$batch")
   [[ $engine == ds4 && -n ${DS4_BENCH_NO_MMAP:-} ]] && args+=(--no-mmap)
   echo "   $engine ctx $ctx rep $rep" >&2
   if ! "$exe" "${args[@]}" > "$out/$engine-$ctx-r$rep.log" 2>&1; then
@@ -124,9 +131,9 @@ done
 echo "== memory read bandwidth" >&2
 "$bin/membw_probe" --mib 1024 --threads "$threads" --reps 9 | tee "$out/membw.txt" >&2
 
-python3 - "$out" "$reps" "$threads" "$gen" "$cases" "$model" > "$out/summary.md" <<'EOF'
+python3 - "$out" "$reps" "$threads" "$gen" "$cases" "$model" "$batch" > "$out/summary.md" <<'EOF'
 import csv, re, statistics, sys
-out, reps, threads, gen, cases, model = sys.argv[1:7]
+out, reps, threads, gen, cases, model, batch = sys.argv[1:8]
 reps = int(reps)
 cases = [int(c) for c in cases.split()]
 
@@ -145,8 +152,8 @@ def cell(v):
 bw = float(re.search(r"median ([0-9.]+) GB/s", open(f"{out}/membw.txt").read()).group(1))
 bpt = float(re.search(r"bytes_per_token (\d+)", open(f"{out}/decode_bytes.txt").read()).group(1))
 runs = "1 run" if reps == 1 else f"the median of {reps} runs (range in parentheses)"
-print(f"Model {model}, {threads} thread(s), {runs} after a warm-up; decode probe of {gen} "
-      f"tokens.\n")
+print(f"Model {model}, {threads} thread(s), prompt batches of {batch} tokens, {runs} after a "
+      f"warm-up; decode probe of {gen} tokens.\n")
 print("| measure | ds4 | llama.cpp | ds4 / llama.cpp |")
 print("|---|---|---|---|")
 decode = {}
