@@ -48,7 +48,7 @@ enum class StopReason {
 const char* to_string(StopReason r);
 
 struct GenerateOptions {
-    sampling::SamplerParams sampling;
+    sampling::SamplerParams sampling{};
     int64_t max_tokens = INT64_MAX;
     const std::atomic<bool>* cancel = nullptr;
     // Test hook: emit exactly these ids instead of sampling (then stop with ForcedEnd); the
