@@ -25,17 +25,18 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "quant/prefetch.h"
 
 namespace {
 
 // Sums of n floats (n a multiple of 64, p 64-byte aligned); four accumulators keep several
 // loads in flight, which is what it takes to saturate the memory bus. With `Ahead`, each step
-// also asks for the lines 12 KiB ahead (software prefetch): on this machine that reads faster
-// than the hardware prefetcher alone, and the decode kernels do it (quant/multi_tile.h), so
+// also asks for the lines kPrefetchAhead (12 KiB) ahead (software prefetch): on this machine that reads faster
+// than the hardware prefetcher alone, and the decode kernels do it (quant/prefetch.h), so
 // the probe measures both ways and reports the faster.
 template <bool Ahead>
 __attribute__((target("avx512f"))) float sum_avx512(const float* p, int64_t n) {
-    constexpr int64_t kAhead = 12 * 1024 / sizeof(float);
+    constexpr int64_t kAhead = ds4::quant::kPrefetchAhead / sizeof(float);
     __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
     for (int64_t i = 0; i < n; i += 64) {
         if (Ahead && i + kAhead < n)
@@ -55,7 +56,7 @@ __attribute__((target("avx512f"))) float sum_avx512(const float* p, int64_t n) {
 
 template <bool Ahead>
 __attribute__((target("avx2"))) float sum_avx2(const float* p, int64_t n) {
-    constexpr int64_t kAhead = 12 * 1024 / sizeof(float);
+    constexpr int64_t kAhead = ds4::quant::kPrefetchAhead / sizeof(float);
     __m256 a = _mm256_setzero_ps(), b = a, c = a, d = a;
     for (int64_t i = 0; i < n; i += 32) {
         if (Ahead && i + kAhead < n)
