@@ -12,6 +12,7 @@
 // once per row at the end, in q8_0.h's fixed order. A row is read as one stream.
 #include "quant/x86_simd.h"  // first: see there
 
+#include <algorithm>
 #include <vector>
 
 #include "quant/blocks.h"
@@ -24,6 +25,7 @@ namespace {
 constexpr int kChunk = 16;  // blocks per chunk (lanes)
 constexpr int kTile = 8;    // activation rows per register tile
 constexpr int kRowBlock = 16;  // weight rows transposed at a time
+constexpr int64_t kSegChunks = 8;  // chunks of a row per pass (4096 columns; see the tile loop)
 
 // One chunk of 16 blocks, transposed (64-byte aligned for the tile loop's loads).
 struct alignas(64) Chunk {
@@ -93,16 +95,28 @@ inline __m512 chunk_fma(const Chunk& w, const Chunk& a, __m512 acc) {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(w.d, a.d), acc);
 }
 
-// Activation rows transposed once per call: row t's chunks at chunks[t * n_chunks].
+struct alignas(64) Partial {
+    __m512 v;
+};
+
+// Activation rows transposed once per call, segment by segment: chunk c of row t at
+// chunks[slot(c, t)], so one segment of a tile's rows is contiguous (a stride of a whole row
+// between them left it half in L2 at 8192 columns).
 struct Activations {
     std::vector<Chunk> chunks;
+    int64_t n_rows = 0;
+    size_t slot(int64_t c, int64_t t) const {
+        return size_t((c / kSegChunks * n_rows + t) * kSegChunks + c % kSegChunks);
+    }
     void set(const void* const* act, int64_t n_act, int64_t nb, int64_t n_chunks) {
-        if (chunks.size() < size_t(n_act * n_chunks)) chunks.resize(size_t(n_act * n_chunks));
+        n_rows = n_act;
+        const int64_t slots = (n_chunks + kSegChunks - 1) / kSegChunks * kSegChunks * n_act;
+        if (chunks.size() < size_t(slots)) chunks.resize(size_t(slots));
         const __m512i bias = _mm512_set1_epi8(char(0x80));
         for (int64_t t = 0; t < n_act; ++t) {
             const auto* a = static_cast<const BlockQ8_0*>(act[t]);
             for (int64_t c = 0; c < n_chunks; ++c) {
-                Chunk& ch = chunks[size_t(t * n_chunks + c)];
+                Chunk& ch = chunks[slot(c, t)];
                 const int64_t left = nb - c * kChunk;
                 transpose_chunk(a + c * kChunk, int(left < kChunk ? left : kChunk), false, ch);
                 __m512i corr = _mm512_setzero_si512();
@@ -113,22 +127,30 @@ struct Activations {
     }
 };
 
-// One weight row's chunks against activation rows t0 .. t0 + T - 1.
+// One weight row's chunks c0 .. c1 - 1 against a tile of T activation rows (act: the tile's
+// slots of that segment, Activations::slot). A row longer
+// than a segment (kSegChunks) keeps its T partial sums in acc between segments, so the lanes
+// add their chunks in the same order as one pass: the bits do not depend on the split.
 template <int T>
-inline void tile(const Chunk* w, int64_t n_chunks, const Chunk* act, int64_t t0, float* out) {
+inline void tile(const Chunk* w, int64_t n_chunks, int64_t c0, int64_t c1, const Chunk* act,
+                 __m512* keep, float* out) {
     __m512 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < n_chunks; ++c)
-        for (int t = 0; t < T; ++t) acc[t] = chunk_fma(w[c], act[(t0 + t) * n_chunks + c], acc[t]);
-    for (int t = 0; t < T; ++t) out[t] = sum_lanes(acc[t]);
+    for (int t = 0; t < T; ++t) acc[t] = c0 == 0 ? _mm512_setzero_ps() : keep[t];
+    for (int64_t c = c0; c < c1; ++c)
+        for (int t = 0; t < T; ++t) acc[t] = chunk_fma(w[c], act[t * kSegChunks + (c - c0)], acc[t]);
+    if (c1 == n_chunks)
+        for (int t = 0; t < T; ++t) out[t] = sum_lanes(acc[t]);
+    else
+        for (int t = 0; t < T; ++t) keep[t] = acc[t];
 }
 
 template <int T>
-inline void tile_any(int m, const Chunk* w, int64_t n_chunks, const Chunk* act, int64_t t0, float* out) {
+inline void tile_any(int m, const Chunk* w, int64_t n_chunks, int64_t c0, int64_t c1,
+                     const Chunk* act, __m512* keep, float* out) {
     if constexpr (T > 1) {
-        if (m < T) return tile_any<T - 1>(m, w, n_chunks, act, t0, out);
+        if (m < T) return tile_any<T - 1>(m, w, n_chunks, c0, c1, act, keep, out);
     }
-    tile<T>(w, n_chunks, act, t0, out);
+    tile<T>(w, n_chunks, c0, c1, act, keep, out);
 }
 
 }  // namespace
@@ -152,7 +174,7 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
                 Chunk w;
                 const int64_t left = nb - c * kChunk;
                 transpose_chunk(x + c * kChunk, int(left < kChunk ? left : kChunk), true, w);
-                acc = chunk_fma(w, acts.chunks[size_t(c)], acc);
+                acc = chunk_fma(w, acts.chunks[acts.slot(c, 0)], acc);
             }
             y[0][r] = sum_lanes(acc);
         }
@@ -161,6 +183,10 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
     // Blocks of kRowBlock rows are transposed into L2, then each tile of activation rows
     // (in L1) runs over them.
     if (rows_t.size() < size_t(kRowBlock * n_chunks)) rows_t.resize(size_t(kRowBlock * n_chunks));
+    // Partial sums of (row, activation) pairs between segments, when a row has several.
+    thread_local std::vector<Partial> partial;
+    if (partial.size() < size_t(kRowBlock * n_act))
+        partial.resize(size_t(kRowBlock * n_act));
     float out[kTile];
     for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
         const int64_t nr = rows - r0 < kRowBlock ? rows - r0 : kRowBlock;
@@ -173,11 +199,19 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
                                 rows_t[size_t(i * n_chunks + c)]);
             }
         }
-        for (int64_t t0 = 0; t0 < n_act; t0 += kTile) {
-            const int m = int(n_act - t0 < kTile ? n_act - t0 : kTile);
-            for (int64_t i = 0; i < nr; ++i) {
-                tile_any<kTile>(m, rows_t.data() + i * n_chunks, n_chunks, acts.chunks.data(), t0, out);
-                for (int t = 0; t < m; ++t) y[t0 + t][r0 + i] = out[t];
+        // Segments of the row: a tile's activation chunks of one segment stay in L1 while the
+        // block's rows pass (at 8192 columns, whole rows spilled the tile to L2: half speed).
+        for (int64_t c0 = 0; c0 < n_chunks; c0 += kSegChunks) {
+            const int64_t c1 = std::min(n_chunks, c0 + kSegChunks);
+            for (int64_t t0 = 0; t0 < n_act; t0 += kTile) {
+                const int m = int(n_act - t0 < kTile ? n_act - t0 : kTile);
+                for (int64_t i = 0; i < nr; ++i) {
+                    __m512* keep = &partial[size_t(i * n_act + t0)].v;  // used when c1 < n_chunks
+                    tile_any<kTile>(m, rows_t.data() + i * n_chunks, n_chunks, c0, c1,
+                                    &acts.chunks[acts.slot(c0, t0)], keep, out);
+                    if (c1 == n_chunks)
+                        for (int t = 0; t < m; ++t) y[t0 + t][r0 + i] = out[t];
+                }
             }
         }
     }

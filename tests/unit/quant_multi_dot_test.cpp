@@ -51,10 +51,10 @@ struct Case {
 };
 
 // Lengths reach the block loops' tails: Q8_0/MXFP4 groups of 8 blocks + pairs + a single block;
-// F16 64-value steps, 16-value steps and masked / scalar tails.
+// Q8_0 rows of several 4096-column segments; F16 64-value steps, 16-value steps and masked / scalar tails.
 const std::vector<Case>& cases() {
     static const std::vector<Case> c = {
-        {TensorType::Q8_0, {32, 64, 96, 256, 288, 320, 544, 4096}},
+        {TensorType::Q8_0, {32, 64, 96, 256, 288, 320, 544, 4096, 8192, 8736}},
         {TensorType::MXFP4, {32, 64, 96, 256, 288, 320, 544, 4096}},
         {TensorType::Q2_K, {256, 512, 768, 2048}},
         {TensorType::Q4_K, {256, 512, 768, 2048}},
