@@ -99,6 +99,7 @@ int main(int argc, char** argv) try {
     opt.ctx = prefill + decode + 1;
     opt.threads = threads;
     if (warm) {
+        opt.prefill_chunk = chunks[0];  // the timed reps' buffers, grown once here
         ds4::model::Session s(*model, opt);
         std::vector<float> logits;
         s.eval(ids, &logits);

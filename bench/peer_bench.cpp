@@ -11,6 +11,7 @@
 // set_data (the DSV4 cache cannot roll back more than its n_rs_seq positions with seq_rm).
 // kvcache_bytes is llama_state_seq_get_size(), the serialized state of the sequence.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include <chrono>
 #include <cstdint>
@@ -40,6 +41,7 @@ struct Options {
     int64_t ctx = 0;
     int batch = 512;
     int ubatch = 0;  // 0: = batch
+    int64_t warmup = 0;  // untimed prefill of the first N tokens, then the memory cleared
     std::string kv_type = "f16";
     std::string flash_attn = "auto";
     bool no_repack = false;
@@ -130,6 +132,8 @@ public:
         return row;
     }
 
+    void clear() { llama_memory_clear(llama_get_memory(ctx_.get()), true); }
+
     size_t state_size() { return llama_state_seq_get_size(ctx_.get(), 0); }
     std::vector<uint8_t> save() {
         std::vector<uint8_t> buf(state_size());
@@ -181,6 +185,10 @@ int run(const Options& o) {
 
     const int64_t V = peer.n_vocab();
     std::vector<float> logits(static_cast<size_t>(V));
+    if (o.warmup > 0) {  // as ds4-bench --warmup
+        peer.eval(ids.data(), std::min({o.warmup, int64_t(ids.size()), n_ctx}), 0);
+        peer.clear();
+    }
     int64_t done = 0;
     for (const int64_t f : fronts) {
         ds4::bench::Row r;
@@ -243,6 +251,9 @@ int main(int argc, char** argv) {
         ->check(CLI::NonNegativeNumber);
     app.add_option("--batch", o.batch, "n_batch (default 512)")->check(CLI::PositiveNumber);
     app.add_option("--ubatch", o.ubatch, "n_ubatch (default: = --batch)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--warmup", o.warmup,
+                   "Prefill the first N tokens untimed, then clear the memory (default 0)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--kv-type", o.kv_type, "KV cache type: f16 (default), f32, bf16, q8_0");
     app.add_option("--flash-attn", o.flash_attn, "auto (default), on or off");

@@ -11,6 +11,7 @@
 # --ctx-start = --ctx-max = N), and the greedy decode probe's t/s at those contexts. After a
 # warm-up run of each engine, every repetition runs both engines back to back, alternating
 # which goes first, so machine-speed swings hit both; the table shows medians (and ranges).
+# Inside each run, both engines first prefill min(batch, N) tokens untimed (--warmup) and reset.
 # Default 5 repetitions: on a shared VM one repetition in a slow minute is common, and the
 # median of 5 stays put with up to two of them (with 3, one slow run can move it).
 # --quick: 2 repetitions of the 512 case only (a smoke run of the whole pipeline).
@@ -101,6 +102,10 @@ run_one() {  # engine case rep
   # Each engine at its fastest: the same prompt batch; ds4 maps the file on huge pages (see
   # the eviction below); DS4_BENCH_NO_MMAP=1 reads it into huge-page memory instead (--no-mmap).
   [[ $engine == ds4 ]] && args+=(--prefill-chunk "$batch") || args+=(--batch "$batch")
+  # Both engines first prefill one batch untimed (as llama-bench's warm-up run): in a fresh
+  # process the first prefill also faults in the scratch memory, which on this VM costs ~2 s
+  # per GB (docs/PERFORMANCE.md, "First prefill of a process").
+  args+=(--warmup $((ctx < batch ? ctx : batch)))
   [[ $engine == ds4 && -n ${DS4_BENCH_NO_MMAP:-} ]] && args+=(--no-mmap)
   echo "   $engine ctx $ctx rep $rep" >&2
   if ! "$exe" "${args[@]}" > "$out/$engine-$ctx-r$rep.log" 2>&1; then

@@ -148,6 +148,25 @@ TEST_F(BenchCli, ProbeIsTheGreedyContinuationOfEachFrontier) {
     }
 }
 
+// --warmup prefills part of the sequence untimed and resets the session: the rows and probes
+// must be those of a run without it (a reset that left the warm-up's tokens in the context
+// would shift every frontier's positions and change the greedy ids).
+TEST_F(BenchCli, WarmupLeavesTheWalkUnchanged) {
+    const auto walk = [&](const std::string& warmup, const std::string& probes) {
+        return bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "64",
+                      "--step-incr", "16", "--gen-tokens", "5", "--prefill-chunk", "16",
+                      "--dump-probe-ids", probes, "--warmup", warmup});
+    };
+    const auto cold = walk("0", dir_.file("cold.txt"));
+    ASSERT_EQ(cold.exit_code, 0) << cold.output;
+    const auto warm = walk("40", dir_.file("warm.txt"));
+    ASSERT_EQ(warm.exit_code, 0) << warm.output;
+    EXPECT_NE(warm.output.find("warm-up 40"), std::string::npos) << warm.output;
+    const auto want = read_lines(dir_.file("cold.txt"));
+    ASSERT_EQ(want.size(), 3u);
+    EXPECT_EQ(read_lines(dir_.file("warm.txt")), want);
+}
+
 TEST_F(BenchCli, BadArgumentsFailWithAClearMessage) {
     struct Case {
         std::vector<std::string> args;
@@ -198,7 +217,7 @@ TEST_F(BenchCli, HelpDocumentsEveryFlag) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     for (const char* flag : {"--model", "--prompt-file", "--token-ids", "--ctx-start", "--ctx-max",
                              "--step-incr", "--gen-tokens", "--csv", "--threads", "--ctx",
-                             "--prefill-chunk", "--no-qat", "--dump-probe-ids"})
+                             "--prefill-chunk", "--no-qat", "--dump-probe-ids", "--warmup"})
         EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
 

@@ -33,11 +33,11 @@ TEST(PeerBench, WalksTheFrontiersAndRestoresAfterEachProbe) {
     write_token_ids(dir.file("ids.txt"), random_token_ids(64, V, 11));
 
     const auto walk = [&](const std::string& start, const std::string& csv,
-                          const std::string& probes) {
+                          const std::string& probes, const std::string& warmup = "0") {
         return run_command({binary("ds4-peer-bench"), "-m", model, "--token-ids",
                             dir.file("ids.txt"), "--ctx-start", start, "--ctx-max", "48",
                             "--step-incr", "16", "--gen-tokens", "4", "--threads", "2", "--csv",
-                            csv, "--dump-probe-ids", probes});
+                            csv, "--dump-probe-ids", probes, "--warmup", warmup});
     };
     const auto r = walk("16", dir.file("a.csv"), dir.file("a.txt"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -55,6 +55,12 @@ TEST(PeerBench, WalksTheFrontiersAndRestoresAfterEachProbe) {
     ASSERT_EQ(probes.size(), 3u);
     ASSERT_EQ(fresh_probes.size(), 1u);
     EXPECT_EQ(probes[2], fresh_probes[0]);
+
+    // A warm-up leaves nothing behind: the walk decodes the same ids after it (without the
+    // memory cleared, the walk would run at positions 40 and up, on a different context).
+    const auto warm = walk("16", dir.file("c.csv"), dir.file("c.txt"), "40");
+    ASSERT_EQ(warm.exit_code, 0) << warm.output;
+    EXPECT_EQ(read_lines(dir.file("c.txt")), probes);
 
     const auto bad = run_command({binary("ds4-peer-bench"), "-m", model, "--token-ids",
                                   dir.file("ids.txt"), "--ctx-start", "16", "--ctx-max", "100"});

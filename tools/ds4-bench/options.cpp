@@ -50,6 +50,10 @@ ParseResult parse_options(int argc, char** argv) {
         ->check(CLI::NonNegativeNumber)->group("Runtime");
     app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
         ->check(CLI::PositiveNumber)->group("Runtime");
+    app.add_option("--warmup", o.warmup,
+                   "Before the sweep, prefill the sequence's first N tokens untimed and reset the "
+                   "session, so the timed rows run on grown buffers (default 0: none)")
+        ->check(CLI::NonNegativeNumber)->group("Runtime");
     app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
                  "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
         ->group("Runtime");

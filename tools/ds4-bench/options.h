@@ -20,6 +20,7 @@ struct Options {
     int threads = 0;            // -t/--threads (0: all cores)
     int64_t ctx = 0;            // --ctx/--ctx-alloc (0: last frontier + gen-tokens)
     int64_t prefill_chunk = 512;  // --prefill-chunk
+    int64_t warmup = 0;         // --warmup N: untimed prefill of N tokens first, then reset
     bool qat = true;            // --no-qat
     bool no_mmap = false;       // --no-mmap
     std::string dump_probe_ids; // --dump-probe-ids FILE: each probe's greedy ids, one line per row

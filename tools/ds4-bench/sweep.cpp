@@ -1,5 +1,6 @@
 #include "sweep.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/error.h"
@@ -25,6 +26,11 @@ std::vector<Row> run_sweep(const model::Model& model, const std::vector<int32_t>
     std::vector<Row> rows;
     std::vector<float> logits, step_logits;
     std::vector<int32_t> probe;
+    if (opt.warmup > 0) {
+        const int64_t n = std::min({opt.warmup, int64_t(ids.size()), opt.session.ctx});
+        s.eval(std::vector<int32_t>(ids.begin(), ids.begin() + n), &logits);
+        s.reset();
+    }
     int64_t done = 0;
     for (const int64_t f : fronts) {
         Row r;

@@ -17,6 +17,10 @@ struct SweepOptions {
     SweepShape shape;
     model::SessionOptions session;  // session.ctx must hold context_needed(shape)
     int32_t eos = -1;               // never chosen by the probe (-1: no EOS)
+    // Untimed prefill of the first `warmup` ids (capped at the sequence and ctx) before the
+    // walk, then Session::reset(): a process's first prefill otherwise also pays for faulting in
+    // its scratch buffers (docs/PERFORMANCE.md, "First prefill of a process").
+    int64_t warmup = 0;
 };
 
 // Called after each frontier with its row and the ids the probe decoded.
