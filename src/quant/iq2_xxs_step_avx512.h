@@ -1,16 +1,22 @@
 // The IQ2_XXS AVX-512 kernels' shared parts (include only from *_avx512.cpp, after
 // x86_simd.h).
 //
-// Group lanes: the AVX-512 kernels work on a block as four steps of 64 values, step k holding
-// chunk k (values 8k..8k+7) of each of the block's 8 groups, group g in bytes 8g..8g+7. So i32
-// lanes 2g and 2g+1 belong to group g in every step: vpdpbusd accumulates the four steps in one
-// register, and one vpmulld applies the groups' 2l+1 per block (instead of a vpmaddubsw and a
-// vpdpwssd with the scales per step). The activation is put in the same order once per call
-// (Iq2xxsActBlock). Per block and lane the integer is exact:
-//   L_i = (2l+1 of group i/2) * sum of its 16 products w * a,
-// then acc_i += (d_a * d_w) * float(L_i), and the result is 1/8 of the lanes' sum. Every
-// AVX-512 kernel (one row, many rows, either decoder) forms exactly these lanes in this
-// order, so all give the same bits; they differ from the scalar kernel only in float order.
+// Steps: the decoders and the one-row kernel work on a block as four steps of 64 values, step
+// k holding chunk k (values 8k..8k+7) of each of the block's 8 groups, group g in bytes
+// 8g..8g+7. So i32 lanes 2g and 2g+1 hold the two halves of group g in every step: vpdpbusd
+// accumulates the four steps in one register, and one vpmulld applies the groups' 2l+1 per
+// block. The activation is put in the same order once per call (Iq2xxsActBlock).
+//
+// Pair lanes: the sums go in pairs of blocks (2i, 2i+1; an odd last block pairs with an empty
+// one), i32 lane l holding group l % 8 of block 2i + l / 8. Per pair and lane the integer is
+// exact:
+//   L_l = (2l+1 of the group) * sum of its 32 products w * a,
+// then acc_l += float(L_l) * (d_a * d_w of the lane's block), and the result is 1/8 of the
+// lanes' sum. The one-row kernel adds the half-group lanes of two blocks into pair lanes (two
+// vpermt2d and an add per pair); the multi-row kernel decodes and packs straight into pair
+// lanes, so its inner loop pays one convert, multiply and FMA per two blocks and token. Every
+// AVX-512 kernel (one row, many rows, either decoder) forms exactly these lanes in this order,
+// so all give the same bits; they differ from the scalar kernel only in float order.
 //
 // Decoders make a block's steps: Iq2xxsLookupDecoder here (eight 8-byte codebook loads per
 // step, sign bytes from a table), and the AVX512-VBMI one in iq2_xxs_vbmi_avx512.cpp.
@@ -33,14 +39,15 @@ struct alignas(64) Iq2xxsActBlock {
     float d;
 };
 
-// One IQ2_XXS block decoded for the multi-row kernel: the signed weights per step, the
-// groups' 2l+1 per lane, minus the weight-only term of the a + 128 activation packing
-// (-128 * the lane's weight sum), and d.
-struct alignas(64) Iq2xxsDecodedBlock {
-    int8_t w[4][64];
+// Two IQ2_XXS blocks decoded for the multi-row kernel, in pair lanes: w[j] holds values
+// 4j..4j+3 of every lane's group (signed), then per lane the group's 2l+1, minus the
+// weight-only term of the a + 128 activation packing (-128 * the lane's weight sum), and the
+// block's d (0 in the empty half of an odd last pair).
+struct alignas(64) Iq2xxsDecodedPair {
+    int8_t w[8][64];
     int32_t scale[16];
     int32_t neg_corr[16];
-    float d;
+    float d[16];
 };
 
 namespace {
@@ -68,6 +75,19 @@ inline __m512i iq2xxs_lane_scales(__m512i codes) {
     return _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(aux, 28), 1), _mm512_set1_epi32(1));
 }
 
+// Pair lanes from two step-lane registers a (block 2i) and b (block 2i+1): lanes 0-7 take
+// dwords 2g + h of a, lanes 8-15 the same of b (h = 0: first halves, 1: second halves).
+inline __m512i iq2xxs_pair_pick(__m512i a, __m512i b, int h) {
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), _mm512_set1_epi32(h));
+    return _mm512_permutex2var_epi32(a, idx, b);
+}
+
+// Whole-group sums in pair lanes from the half-group lanes of two blocks.
+inline __m512i iq2xxs_pair_sum(__m512i a, __m512i b) {
+    return _mm512_add_epi32(iq2xxs_pair_pick(a, b, 0), iq2xxs_pair_pick(a, b, 1));
+}
+
 struct Iq2xxsLookupDecoder {
     void block(const BlockIQ2_XXS& x, Iq2xxsSteps& st) const {
         uint32_t idx[8], aux[8];
@@ -92,23 +112,29 @@ struct Iq2xxsLookupDecoder {
 };
 
 // One weight row against one activation in step order: per step a masked subtract negates
-// activation bytes and vpdpbusd (u8 magnitude <= 43 x s8) accumulates the lanes.
+// activation bytes and vpdpbusd (u8 magnitude <= 43 x s8) accumulates the half-group lanes;
+// the 2l+1 are applied per block and two blocks' lanes added into pair lanes.
 template <class Dec>
 inline float iq2xxs_dot_ordered(const Dec& dec, int64_t nb, const BlockIQ2_XXS* x,
                                 const Iq2xxsActBlock* a) {
     const __m512i zero = _mm512_setzero_si512();
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        Iq2xxsSteps st;
-        dec.block(x[b], st);
-        __m512i isum = zero;
-        for (int k = 0; k < 4; ++k) {
-            const __m512i q = _mm512_load_si512(a[b].q[k]);
-            isum = _mm512_dpbusd_epi32(isum, st.mag[k], _mm512_mask_sub_epi8(q, st.neg[k], zero, q));
+    for (int64_t b = 0; b < nb; b += 2) {
+        __m512i L[2] = {zero, zero};
+        float d[2] = {0.0f, 0.0f};
+        for (int i = 0; i < 2 && b + i < nb; ++i) {
+            Iq2xxsSteps st;
+            dec.block(x[b + i], st);
+            __m512i isum = zero;
+            for (int k = 0; k < 4; ++k) {
+                const __m512i q = _mm512_load_si512(a[b + i].q[k]);
+                isum = _mm512_dpbusd_epi32(isum, st.mag[k], _mm512_mask_sub_epi8(q, st.neg[k], zero, q));
+            }
+            L[i] = _mm512_mullo_epi32(isum, st.scale);
+            d[i] = a[b + i].d * f16c_to_f32(x[b + i].d);
         }
-        const float d = a[b].d * f16c_to_f32(x[b].d);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_mullo_epi32(isum, st.scale)),
-                              acc);
+        const __m512 dv = _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(d[0]), _mm512_set1_ps(d[1]));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iq2xxs_pair_sum(L[0], L[1])), dv, acc);
     }
     return 0.125f * _mm512_reduce_add_ps(acc);
 }
@@ -126,48 +152,79 @@ inline void iq2xxs_rows_ordered(const Dec& dec, int64_t nb, const uint8_t* W, si
     }
 }
 
-// The multi-row kernel (iq2_xxs_multi_avx512.cpp) decodes each weight row once into these
-// blocks (in L1), then runs every tile of activation rows over them.
+// The multi-row kernel (iq2_xxs_multi_avx512.cpp) decodes each weight row once into pairs
+// (in L1), then runs every tile of activation rows over them.
 template <class Dec>
 inline void iq2xxs_decode_row(const Dec& dec, int64_t nb, const BlockIQ2_XXS* x,
-                              Iq2xxsDecodedBlock* out) {
+                              Iq2xxsDecodedPair* out) {
     const __m512i zero = _mm512_setzero_si512(), bias = _mm512_set1_epi8(char(0x80));
-    for (int64_t b = 0; b < nb; ++b) {
-        Iq2xxsSteps st;
-        dec.block(x[b], st);
-        __m512i corr = zero;
-        for (int k = 0; k < 4; ++k) {
-            const __m512i w = _mm512_mask_sub_epi8(st.mag[k], st.neg[k], zero, st.mag[k]);
-            corr = _mm512_dpbusd_epi32(corr, bias, w);
-            _mm512_store_si512(out[b].w[k], w);
+    for (int64_t b = 0; b < nb; b += 2) {
+        __m512i w[2][4], scale[2] = {zero, zero};
+        float d[2] = {0.0f, 0.0f};
+        for (int i = 0; i < 2; ++i) {
+            if (b + i >= nb) {
+                for (int k = 0; k < 4; ++k) w[i][k] = zero;
+                continue;
+            }
+            Iq2xxsSteps st;
+            dec.block(x[b + i], st);
+            for (int k = 0; k < 4; ++k) w[i][k] = _mm512_mask_sub_epi8(st.mag[k], st.neg[k], zero, st.mag[k]);
+            scale[i] = st.scale;
+            d[i] = f16c_to_f32(x[b + i].d);
         }
-        _mm512_store_si512(out[b].scale, st.scale);
-        _mm512_store_si512(out[b].neg_corr, _mm512_sub_epi32(zero, corr));
-        out[b].d = f16c_to_f32(x[b].d);
+        Iq2xxsDecodedPair& o = out[b / 2];
+        __m512i corr = zero;
+        for (int k = 0; k < 4; ++k)
+            for (int h = 0; h < 2; ++h) {
+                const __m512i v = iq2xxs_pair_pick(w[0][k], w[1][k], h);
+                corr = _mm512_dpbusd_epi32(corr, bias, v);
+                _mm512_store_si512(o.w[2 * k + h], v);
+            }
+        _mm512_store_si512(o.scale, iq2xxs_pair_pick(scale[0], scale[1], 0));
+        _mm512_store_si512(o.neg_corr, _mm512_sub_epi32(zero, corr));
+        _mm512_store_ps(o.d, _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(d[0]), _mm512_set1_ps(d[1])));
     }
 }
 
-// A packed tile of T activation rows: codes [nb*4 steps][T][64] as unsigned bytes a + 128 in
-// step order, block scales [nb][T]. Starting each lane from the block's -128 * (weight sum),
-// four vpdpbusd leave the same integers as iq2xxs_dot_ordered's.
+// Activation blocks b and b + 1 (in step order; b + 1 may be missing) packed for the tile:
+// codes[j] the pair-lane register j as unsigned bytes a + 128, d the lanes' block d.
+inline void iq2xxs_pack_pair(const Iq2xxsActBlock* a, bool has_second, uint8_t* const* codes, float* d) {
+    const __m512i zero = _mm512_setzero_si512(), bias = _mm512_set1_epi8(char(0x80));
+    for (int k = 0; k < 4; ++k) {
+        const __m512i q0 = _mm512_load_si512(a[0].q[k]);
+        const __m512i q1 = has_second ? _mm512_load_si512(a[1].q[k]) : zero;
+        for (int h = 0; h < 2; ++h)
+            _mm512_storeu_si512(codes[2 * k + h], _mm512_xor_si512(iq2xxs_pair_pick(q0, q1, h), bias));
+    }
+    _mm512_storeu_ps(d, _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(a[0].d),
+                                             _mm512_set1_ps(has_second ? a[1].d : 0.0f)));
+}
+
+// A packed tile of T activation rows: codes [pairs * 8 registers][T][64] as unsigned bytes
+// a + 128 in pair lanes, lane scales [pairs][T][16]. Starting each lane from the pair's
+// -128 * (weight sum), eight vpdpbusd leave the same integers as iq2xxs_dot_ordered's.
 template <int T>
-inline void iq2xxs_tile_decoded(int64_t nb, const Iq2xxsDecodedBlock* xd, const uint8_t* pa,
-                                const float* ad, float* out) {
+inline void iq2xxs_tile_pairs(int64_t np, const Iq2xxsDecodedPair* xd, const uint8_t* pa,
+                              const float* pd, float* out) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        const __m512i neg_corr = _mm512_load_si512(xd[b].neg_corr);
-        __m512i isum[T];
-        for (int t = 0; t < T; ++t) isum[t] = neg_corr;
-        for (int k = 0; k < 4; ++k, pa += T * 64) {
-            const __m512i w = _mm512_load_si512(xd[b].w[k]);
-            for (int t = 0; t < T; ++t)
-                isum[t] = _mm512_dpbusd_epi32(isum[t], _mm512_loadu_si512(pa + t * 64), w);
+    for (int64_t p = 0; p < np; ++p, pa += 8 * T * 64, pd += T * 16) {
+        const __m512i neg_corr = _mm512_load_si512(xd[p].neg_corr);
+        __m512i s0[T], s1[T];
+        for (int t = 0; t < T; ++t) s0[t] = neg_corr, s1[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j += 2) {
+            const __m512i w0 = _mm512_load_si512(xd[p].w[j]), w1 = _mm512_load_si512(xd[p].w[j + 1]);
+            for (int t = 0; t < T; ++t) {
+                s0[t] = _mm512_dpbusd_epi32(s0[t], _mm512_loadu_si512(pa + (j * T + t) * 64), w0);
+                s1[t] = _mm512_dpbusd_epi32(s1[t], _mm512_loadu_si512(pa + ((j + 1) * T + t) * 64), w1);
+            }
         }
-        const __m512i scale = _mm512_load_si512(xd[b].scale);
+        const __m512i scale = _mm512_load_si512(xd[p].scale);
+        const __m512 dw = _mm512_load_ps(xd[p].d);
         for (int t = 0; t < T; ++t)
-            acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(ad[b * T + t] * xd[b].d),
-                                     _mm512_cvtepi32_ps(_mm512_mullo_epi32(isum[t], scale)), acc[t]);
+            acc[t] = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(_mm512_mullo_epi32(_mm512_add_epi32(s0[t], s1[t]), scale)),
+                _mm512_mul_ps(dw, _mm512_loadu_ps(pd + t * 16)), acc[t]);
     }
     for (int t = 0; t < T; ++t) out[t] = 0.125f * _mm512_reduce_add_ps(acc[t]);
 }

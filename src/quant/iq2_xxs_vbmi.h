@@ -14,13 +14,13 @@ bool iq2xxs_vbmi_active();
 // Tests turn it off to check the lookup path on a VBMI CPU (process-wide).
 void iq2xxs_allow_vbmi(bool allow);
 
-struct Iq2xxsDecodedBlock;  // iq2_xxs_step_avx512.h
+struct Iq2xxsDecodedPair;  // iq2_xxs_step_avx512.h
 struct Iq2xxsActBlock;      // iq2_xxs_step_avx512.h
 
 // Only while iq2xxs_vbmi_active(): the dot, and the decoding of one weight row of nb blocks
 // for the multi-row kernel (iq2_xxs_step_avx512.h iq2xxs_decode_row).
 float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act);
-void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedBlock* out);
+void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedPair* out);
 // y[r] = the dot of weight row r (rows of nb blocks, w_stride bytes apart) with one activation
 // already in step order: the multi-row kernel's path for a single activation.
 void iq2xxs_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows,

@@ -164,7 +164,7 @@ void iq2xxs_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows,
     iq2xxs_rows_ordered(decoder(), nb, static_cast<const uint8_t*>(W), w_stride, rows, act, y);
 }
 
-void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedBlock* out) {
+void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedPair* out) {
     iq2xxs_decode_row(decoder(), nb, static_cast<const BlockIQ2_XXS*>(row), out);
 }
 
