@@ -90,5 +90,12 @@ inline MultiDotFn multi_dot_kernel(TensorType w) { return multi_dot_kernel(w, be
 inline bool multi_dot_for_one_activation(TensorType w) {
     return w == TensorType::Q8_0 || w == TensorType::IQ2_XXS;
 }
+// Whether the AVX-512 multi-row kernel works through its weight rows in blocks (transposed or
+// decoded into L2 once, then every tile of activations over each block), so it reads each
+// weight row once per call however many rows a call gets: Q8_0 and IQ2_XXS. The others run
+// every weight row once per tile of activations and want a call's rows to fit in L2.
+inline bool multi_dot_blocks_rows(TensorType w) {
+    return w == TensorType::Q8_0 || w == TensorType::IQ2_XXS;
+}
 
 }  // namespace ds4::quant
