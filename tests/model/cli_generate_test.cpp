@@ -62,8 +62,10 @@ protected:
     // Runs ds4 with stdout and stderr captured separately.
     static Split ds4(const std::vector<std::string>& args) {
         std::string cmd = "exec " + quote(oracle::binary("ds4"));
-        for (const auto& a : args) cmd += " " + quote(a);
-        cmd += " >" + quote(dir_->file("out.txt")) + " 2>" + quote(dir_->file("err.txt"));
+        // (appended piece by piece: GCC 12 warns, wrongly, about "literal" + std::string&&)
+        for (const auto& a : args) cmd.append(" ").append(quote(a));
+        cmd.append(" >").append(quote(dir_->file("out.txt")));
+        cmd.append(" 2>").append(quote(dir_->file("err.txt")));
         const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
         return {r.exit_code, read_file(dir_->file("out.txt")), read_file(dir_->file("err.txt"))};
     }
