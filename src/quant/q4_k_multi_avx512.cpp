@@ -31,7 +31,7 @@ struct Kernel {
             acc[t] = _mm512_setzero_ps();
             acc_min[t] = _mm256_setzero_ps();
         }
-        const int8_t* q8 = act.qs.data();
+        const int8_t* q8 = act.qs;
         for (int64_t b = 0; b < nb; ++b) {
             const Q4KScales s = q4_k_unpack_scales(x[b].scales);
             const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtsi64_si128(int64_t(s.sc)));

@@ -11,13 +11,20 @@
 namespace ds4::quant {
 namespace {
 
+// A 64-byte line: the tiles' code buffers are line-aligned, so no vector load splits a line.
+struct alignas(64) Q8KLine {
+    int8_t b[64];
+};
+
 struct Q8KTile {
-    std::vector<int8_t> qs;     // [nb * 4 chunks of 64][T][64]
+    std::vector<Q8KLine> lines;  // storage of qs
+    int8_t* qs = nullptr;        // [nb * 4 chunks of 64][T][64]
     std::vector<float> d;       // [nb][T]
     std::vector<int16_t> bsums; // [nb][T][16]
 
     void pack(const void* const* act, int T, int64_t nb) {
-        if (qs.size() < size_t(nb * 4 * T * 64)) qs.resize(size_t(nb * 4 * T * 64));
+        if (lines.size() < size_t(nb * 4 * T)) lines.resize(size_t(nb * 4 * T));
+        qs = lines.data()->b;
         if (d.size() < size_t(nb * T)) d.resize(size_t(nb * T));
         if (bsums.size() < size_t(nb * T * 16)) bsums.resize(size_t(nb * T * 16));
         for (int t = 0; t < T; ++t) {
@@ -25,7 +32,7 @@ struct Q8KTile {
             for (int64_t b = 0; b < nb; ++b) {
                 d[size_t(b * T + t)] = a[b].d;
                 for (int c = 0; c < 4; ++c)
-                    _mm512_storeu_si512(&qs[size_t(((b * 4 + c) * T + t) * 64)],
+                    _mm512_store_si512(&qs[size_t(((b * 4 + c) * T + t) * 64)],
                                         _mm512_loadu_si512(a[b].qs + 64 * c));
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(&bsums[size_t((b * T + t) * 16)]),
                                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].bsums)));
