@@ -114,6 +114,20 @@ TEST(MultiDot, EveryKernelIsBitIdenticalToTheDotKernel) {
     EXPECT_GT(checked, 0);
 }
 
+// Kernels that work through their weight rows in blocks (16 rows for Q8_0 and IQ2_XXS: rows
+// transposed or decoded into L2, then every tile of activations over them) must give the same
+// bits across block boundaries and for a partial last block, with many activation tiles.
+TEST(MultiDot, RowBlocksAndManyTilesStayBitIdentical) {
+    std::mt19937 rng(9);
+    for (const TensorType t : {TensorType::Q8_0, TensorType::IQ2_XXS, TensorType::Q2_K})
+        for (int i = 0; i < kIsaCount; ++i) {
+            const Isa isa = Isa(i);
+            if (!isa_supported(isa)) continue;
+            for (int64_t rows : {16, 17, 37})
+                for (int64_t n_act : {6, 23, 40}) expect_bit_identical(t, isa, 2048, rows, n_act, rng);
+        }
+}
+
 TEST(MultiDot, FollowsTheIsaCapLikeDotKernel) {
     std::mt19937 rng(8);
     for (int i = 0; i < kIsaCount; ++i) {
