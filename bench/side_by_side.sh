@@ -6,6 +6,7 @@
 #
 #   bench/side_by_side.sh [--quick] [--reps N] [--model FILE] [--build DIR] [--threads N]
 #                         [--gen-tokens N] [--batch N] [--jobs N] [--out DIR]
+#                         [--no-build] [--probe-mib N]
 #
 # Measured: prefill t/s of a 512- and a 4096-token prompt (each its own single-frontier walk:
 # --ctx-start = --ctx-max = N), and the greedy decode probe's t/s at those contexts. After a
@@ -19,6 +20,8 @@
 # llama.cpp n_batch = n_ubatch). 2048 is the fastest of 512-4096 for each on the 4096-token
 # prompt here (2026-12-01: llama.cpp 75 / 85 / 86-91 / 81-84 t/s at 512 / 1024 / 2048 /
 # 4096; ds4 178 / 189 / 194 / 191).
+# --no-build: use the binaries already in --build (the smoke test does, from ctest);
+# --probe-mib N: the bandwidth probe's buffer (default 1024; far beyond the caches).
 #
 # The model defaults to models/flash4.gguf (git-ignored): the real Flash per-layer shape, 4
 # layers with compress ratios 4,128,4,128 and the published q2 recipe, written by
@@ -34,6 +37,8 @@ gen=32
 batch=2048
 jobs=2
 quick=0
+build_first=1
+probe_mib=1024
 out=""
 reps_given=0
 gen_given=0
@@ -50,6 +55,8 @@ while [[ $# -gt 0 ]]; do
     --batch) batch="$2"; shift ;;
     --jobs) jobs="$2"; shift ;;
     --out) out="$2"; shift ;;
+    --no-build) build_first=0 ;;
+    --probe-mib) probe_mib="$2"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "side_by_side.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -61,20 +68,26 @@ if [[ $quick == 1 ]]; then
   [[ $reps_given == 1 ]] || reps=2
   [[ $gen_given == 1 ]] || gen=16
 fi
-for v in "$reps" "$threads" "$gen" "$batch" "$jobs"; do
+for v in "$reps" "$threads" "$gen" "$batch" "$jobs" "$probe_mib"; do
   [[ "$v" =~ ^[0-9]+$ && "$v" -gt 0 ]] || { echo "side_by_side.sh: '$v' is not a positive integer" >&2; exit 2; }
 done
 out=${out:-"$build/side_by_side/$(date +%Y%m%d-%H%M%S)"}
 mkdir -p "$out"
 bin="$build/bin"
 
-echo "== build (Release, $build)" >&2
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-ninja -C "$build" -j "$jobs" ds4-bench membw_probe decode_bytes ds4-gguf-gen >&2
-if ! ninja -C "$build" -j "$jobs" ds4-peer-bench >&2; then
-  echo "side_by_side.sh: ds4-peer-bench is not available: install the llama.cpp oracle with scripts/setup.sh" >&2
-  exit 1
+if [[ $build_first == 1 ]]; then
+  echo "== build (Release, $build)" >&2
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$build" -j "$jobs" ds4-bench membw_probe decode_bytes ds4-gguf-gen >&2
+  ninja -C "$build" -j "$jobs" ds4-peer-bench >&2 || true
 fi
+for exe in ds4-bench membw_probe decode_bytes ds4-gguf-gen ds4-peer-bench; do
+  if [[ ! -x "$bin/$exe" ]]; then
+    [[ $exe == ds4-peer-bench ]] && hint="install the llama.cpp oracle with scripts/setup.sh" || hint="build it"
+    echo "side_by_side.sh: $bin/$exe is not available: $hint" >&2
+    exit 1
+  fi
+done
 
 if [[ ! -f "$model" ]]; then
   mkdir -p "$(dirname "$model")"
@@ -134,7 +147,7 @@ for ((r = 1; r <= reps; r++)); do
 done
 
 echo "== memory read bandwidth" >&2
-"$bin/membw_probe" --mib 1024 --threads "$threads" --reps 9 | tee "$out/membw.txt" >&2
+"$bin/membw_probe" --mib "$probe_mib" --threads "$threads" --reps 9 | tee "$out/membw.txt" >&2
 
 python3 - "$out" "$reps" "$threads" "$gen" "$cases" "$model" "$batch" > "$out/summary.md" <<'EOF'
 import csv, re, statistics, sys

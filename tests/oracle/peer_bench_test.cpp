@@ -1,11 +1,13 @@
 // Smoke test of ds4-peer-bench (bench/peer_bench.cpp), the llama.cpp side of the side-by-side
 // benchmark: on a generated tiny model it walks the same frontiers as ds4-bench and writes
 // the same CSV columns, and its decode probe is undone (llama_state_seq_set_data) so that a
-// later frontier's probe equals that of a fresh walk starting there.
+// later frontier's probe equals that of a fresh walk starting there. Then bench/side_by_side.sh
+// end to end (--quick, both engines, the probe, the summary) on the same kind of model.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,47 @@ TEST(PeerBench, WalksTheFrontiersAndRestoresAfterEachProbe) {
                                   dir.file("ids.txt"), "--ctx-start", "16", "--ctx-max", "100"});
     EXPECT_EQ(bad.exit_code, 1);
     EXPECT_NE(bad.output.find("fewer than the last frontier 100"), std::string::npos) << bad.output;
+}
+
+// The side-by-side script on a tiny model with the binaries of this build: a table of medians
+// for the 512-token case, a ratio per row, the bandwidth lines, and each engine's CSV with its
+// warm-up in the log (so flag changes in either bench that break the script fail here).
+TEST(PeerBench, SideBySideScriptRunsEndToEnd) {
+    if (!std::filesystem::exists(binary("ds4-peer-bench")))
+        GTEST_SKIP() << "ds4-peer-bench not built (bench/ needs the oracle)";
+    TempDir dir;
+    const std::string model = dir.file("tiny.gguf");
+    ASSERT_EQ(run_command({binary("ds4-gguf-gen"), "-q", "-o", model, "--preset", "tiny",
+                           "--seed", "5"}).exit_code, 0);
+    const std::string out = dir.file("run");
+    const std::string build = std::filesystem::path(binary("ds4")).parent_path().parent_path();
+    const std::string script = (std::filesystem::path(DS4_SOURCE_DIR) / "bench" / "side_by_side.sh").string();
+    const auto r = run_command({"bash", script,
+                                "--quick", "--no-build", "--build", build, "--model", model,
+                                "--reps", "1", "--gen-tokens", "4", "--batch", "256",
+                                "--probe-mib", "128", "--out", out});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto summary = read_lines(out + "/summary.md");
+    std::string all;
+    for (const auto& l : summary) all += l + "\n";
+    for (const char* row : {"| prefill t/s, 512-token prompt |", "| decode t/s at context 512 |"}) {
+        const auto at = all.find(row);
+        ASSERT_NE(at, std::string::npos) << row << " missing:\n" << all;
+        const std::string line = all.substr(at, all.find('\n', at) - at);
+        // The last cell is the ratio: a positive number.
+        const std::string ratio = line.substr(line.rfind('|', line.size() - 2) + 1);
+        EXPECT_GT(std::stod(ratio), 0.0) << line;
+    }
+    EXPECT_NE(all.find("memory read bandwidth"), std::string::npos) << all;
+    EXPECT_NE(all.find("decode at context 512 streams"), std::string::npos) << all;
+    for (const char* engine : {"ds4", "llama"}) {
+        const auto csv = read_lines(out + "/" + engine + "-512-r1.csv");
+        ASSERT_EQ(csv.size(), 2u) << engine;
+        EXPECT_EQ(csv[1].rfind("512,512,", 0), 0u) << engine << ": " << csv[1];
+    }
+    std::ifstream log(out + "/ds4-512-r1.log");
+    const std::string ds4_log((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(ds4_log.find("warm-up 256"), std::string::npos) << ds4_log;
 }
 
 }  // namespace
