@@ -101,7 +101,7 @@ namespace {
 // allocations of that size come from the kernel as zeroed pages every time (page faults and
 // clearing on the calling thread while the others wait).
 struct AttentionScratch {
-    HugeVector<float> y, a, qr, qn, q, kv, ck, cg, ik, ig, iq, iw, o, z, out;
+    HugeVector<float> y, a, qr, qn, q, kv, ck, cg, ik, ig, iq, iw, z, out;
 };
 
 // Projects the chunk for a compressor: k = Wkv a, g = Wg a + APE[p mod r].
@@ -206,7 +206,9 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     // compressors); then attention for the whole block in parallel, each token over exactly
     // the rows it may see (compressed rows are append-only; the raw ring keeps enough slack
     // that the block's first token still finds its window, which bounds the block size).
-    float* o = grow(sc.o, n * H * Dh);
+    // Each token's output overwrites its queries (ops/attention.h allows it): the chunk's
+    // largest buffer once less (268 MB at 2048 tokens of the Flash shape).
+    float* o = q;
     std::vector<float> pooled(size_t(std::max<int64_t>(Dh, DI)));
     const float scale = 1.0f / std::sqrt(float(Dh));
     const int64_t crow = int64_t(w.compressor.coff) * Dh;  // compressor projection width

@@ -13,7 +13,8 @@ namespace ds4::ops {
 //   q:    [n_head][head_dim]
 //   rows: n_rows pointers to [head_dim] vectors
 //   sinks:[n_head] raw logits
-//   out:  [n_head][head_dim]
+//   out:  [n_head][head_dim]; may be q itself (every kernel reads a head's query before it
+//         writes that head's output, and no other head's)
 // The best kernel of `isa` (AVX-512, AVX2; scalar reference otherwise). Results differ from
 // the reference only by float summation order; for one ISA they depend on nothing else (not
 // on how heads or positions are split over threads).

@@ -4,6 +4,7 @@
 // (past 512 KB of rows the kernels change their loop order).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -106,6 +107,35 @@ TEST_P(HeadBlocks, HeadsAreIndependentOfTheirBlock) {
     for (int h = 0; h < H; ++h) {
         sink_attention(q.data() + h * D, 1, D, ptr.data(), S, sinks.data() + h, 0.1f, one.data());
         for (int d = 0; d < D; ++d) ASSERT_EQ(one[d], all[h * D + d]) << "head " << h;
+    }
+}
+
+// The forward pass writes each token's attention output over its queries (out == q): every
+// ISA must give the bits it gives with a separate output (a kernel that wrote a head's output
+// before it had read all the queries it needs would not).
+TEST_P(HeadBlocks, OutputMayOverwriteTheQueries) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> g;
+    const int H = 9, D = 80;
+    const int64_t S = GetParam();
+    std::vector<float> q(H * D), sinks(H);
+    for (auto& v : q) v = g(rng);
+    for (auto& v : sinks) v = g(rng);
+    std::vector<std::vector<float>> rows(S, std::vector<float>(D));
+    std::vector<const float*> ptr;
+    for (auto& r : rows) {
+        for (auto& v : r) v = g(rng);
+        ptr.push_back(r.data());
+    }
+    for (int i = 0; i < quant::kIsaCount; ++i) {
+        const quant::Isa isa = quant::Isa(i);
+        if (!quant::isa_supported(isa)) continue;
+        std::vector<float> want(H * D), inplace = q;
+        sink_attention(q.data(), H, D, ptr.data(), S, sinks.data(), 0.1f, want.data(), isa);
+        sink_attention(inplace.data(), H, D, ptr.data(), S, sinks.data(), 0.1f, inplace.data(), isa);
+        for (int k = 0; k < H * D; ++k)
+            ASSERT_EQ(std::bit_cast<uint32_t>(inplace[k]), std::bit_cast<uint32_t>(want[k]))
+                << quant::isa_name(isa) << " value " << k;
     }
 }
 
