@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "model/layer.h"
+#include "model/scratch.h"
 #include "ops/attention.h"
 #include "ops/hc.h"
 #include "ops/indexer.h"
@@ -79,10 +80,10 @@ std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, c
                                const float* base, const float* X, int64_t n, float* y) {
     const ModelConfig& c = ctx.cfg;
     const int64_t D = c.n_embd, HCD = c.hc_dim(), M = c.hc_mix();
-    // (Pointers, not the thread_local vectors, go into the lambdas: workers have their own.)
-    thread_local HugeVector<float> zn_buf, m_buf;
-    float* zn = grow(zn_buf, n * HCD);
-    float* m = grow(m_buf, n * M);
+    // (Pointers go into the lambdas: the arena is the calling thread's.)
+    ScratchArena& scratch = sublayer_scratch();
+    float* zn = scratch.take(n * HCD);
+    float* m = scratch.take(n * M);
     // The mixes see the RMS-normalised flat state; the sum uses the raw streams. One batched
     // product for the chunk (equal to a matvec per token, ops/matmul.h).
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(X + t * HCD, HCD, nullptr, c.norm_eps, &zn[t * HCD]); });
@@ -97,24 +98,17 @@ std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, c
 
 namespace {
 
-// The sublayer's buffers (hundreds of MB for a long chunk), kept between calls: fresh
-// allocations of that size come from the kernel as zeroed pages every time (page faults and
-// clearing on the calling thread while the others wait).
-struct AttentionScratch {
-    HugeVector<float> y, a, qr, qn, q, kv, ck, cg, ik, ig, iq, iw, z, out;
-};
-
 // Projects the chunk for a compressor: k = Wkv a, g = Wg a + APE[p mod r].
 void compressor_projections(const LayerContext& ctx, const CompressorWeights& cw, const float* a,
-                            int64_t n, int64_t p0, HugeVector<float>& k, HugeVector<float>& g) {
+                            int64_t n, int64_t p0, float*& k, float*& g) {
     const int64_t row = int64_t(cw.coff) * cw.width;
-    grow(k, n * row);
-    grow(g, n * row);
-    ops::matmul(cw.kv, a, n, k.data(), ctx.pool);
-    ops::matmul(cw.gate, a, n, g.data(), ctx.pool);
+    k = sublayer_scratch().take(n * row);
+    g = sublayer_scratch().take(n * row);
+    ops::matmul(cw.kv, a, n, k, ctx.pool);
+    ops::matmul(cw.gate, a, n, g, ctx.pool);
     for (int64_t t = 0; t < n; ++t) {
         const float* ape = &cw.ape[size_t(((p0 + t) % cw.ratio) * row)];
-        for (int64_t j = 0; j < row; ++j) g[size_t(t * row + j)] += ape[j];
+        for (int64_t j = 0; j < row; ++j) g[t * row + j] += ape[j];
     }
 }
 
@@ -146,17 +140,19 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     const bool qat = ctx.opt.qat;
     const ops::Rope& rope = ctx.model.rope(uint32_t(w.index));
 
-    thread_local AttentionScratch sc;
-    float* y = grow(sc.y, n * D);
-    float* a = grow(sc.a, n * D);
+    // The sublayer's buffers (hundreds of MB for a long chunk) from the arena (model/scratch.h).
+    ScratchArena& scratch = sublayer_scratch();
+    scratch.reset();
+    float* y = scratch.take(n * D);
+    float* a = scratch.take(n * D);
     const std::vector<ops::HcMix> mixes =
         hc_pre(ctx, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, X, n, y);
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.attn_norm, c.norm_eps, &a[t * D]); });
 
     // Query path (§3.3.2): qr -> qn (kept for the indexer) -> q, per-head RMS, RoPE.
-    float* qr = grow(sc.qr, n * Rq);
-    float* qn = grow(sc.qn, n * Rq);
-    float* q = grow(sc.q, n * H * Dh);
+    float* qr = scratch.take(n * Rq);
+    float* qn = scratch.take(n * Rq);
+    float* q = scratch.take(n * H * Dh);
     ops::matmul(w.q_a, a, n, qr, ctx.pool);
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&qr[t * Rq], Rq, w.q_a_norm, c.norm_eps, &qn[t * Rq]); });
     ops::matmul(w.q_b, qn, n, q, ctx.pool);
@@ -169,7 +165,7 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     });
 
     // KV path (§3.3.3): one row per token, key and value at once.
-    float* kv = grow(sc.kv, n * Dh);
+    float* kv = scratch.take(n * Dh);
     ops::matmul(w.kv, a, n, kv, ctx.pool);
     for_tokens(ctx.pool, n, [&](int64_t t) {
         float* row = &kv[t * Dh];
@@ -179,15 +175,15 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     });
 
     // Compressor and indexer projections for the whole chunk.
-    HugeVector<float>&ck = sc.ck, &cg = sc.cg, &ik = sc.ik, &ig = sc.ig;
+    float *ck = nullptr, *cg = nullptr, *ik = nullptr, *ig = nullptr;
     float* iq = nullptr;
     float* iw = nullptr;
     const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
     if (w.ratio != 0) compressor_projections(ctx, w.compressor, a, n, p0, ck, cg);
     if (w.ratio == 4) {
         compressor_projections(ctx, w.indexer_compressor, a, n, p0, ik, ig);
-        iq = grow(sc.iq, n * HI * DI);
-        iw = grow(sc.iw, n * HI);
+        iq = scratch.take(n * HI * DI);
+        iw = scratch.take(n * HI);
         ops::matmul(w.indexer_q_b, qn, n, iq, ctx.pool);
         ops::matmul(w.indexer_proj, a, n, iw, ctx.pool);
         const float wscale = 1.0f / std::sqrt(float(DI * HI));
@@ -315,8 +311,8 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     // Grouped output (§3.3.8): group g's heads through its own row block of out_a.
     const int64_t G = c.o_groups, Ro = c.o_lora_rank, group_in = H / G * Dh;
     if (w.out_a.cols != group_in) fail("internal: out_a has {} columns, a group {}", w.out_a.cols, group_in);
-    float* z = grow(sc.z, n * G * Ro);
-    float* out = grow(sc.out, n * D);
+    float* z = scratch.take(n * G * Ro);
+    float* out = scratch.take(n * D);
     ops::matmul_grouped(w.out_a, G, o, n, z, ctx.pool);
     ops::matmul(w.out_b, z, n, out, ctx.pool);
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::hc_post(mixes[size_t(t)], &out[t * D], X + t * HCD, D); });

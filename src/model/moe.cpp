@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "model/layer.h"
+#include "model/scratch.h"
 #include "ops/hc.h"
 #include "ops/norm.h"
 
@@ -83,11 +84,10 @@ struct QuantRows {
     void* row(int64_t r) { return buf.data() + size_t(r) * row_bytes; }
 };
 
-// The sublayer's large buffers (tens of MB for a 512-token chunk), kept between calls: fresh
-// allocations of that size come from the kernel as zeroed pages every time, which measured
-// as ~15% of prefill (page faults, clearing, and the vectors' own zero fill).
+// The sublayer's converted activations, kept between calls (its float buffers come from the
+// arena of model/scratch.h: fresh allocations of that size come from the kernel as zeroed
+// pages every time, which measured as ~15% of prefill).
 struct Scratch {
-    HugeVector<float> y, v, logits, g, u, gs, us, yk, ysh;
     QuantRows m_exp, m_sh;
     ops::Activations v_exp, v_sh;
 };
@@ -99,9 +99,11 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
     const ModelConfig& c = ctx.cfg;
     const int64_t D = c.n_embd, HCD = c.hc_dim(), E = c.n_expert, K = c.n_expert_used;
     thread_local Scratch sc;
-    float* y = grow(sc.y, n * D);
-    float* v = grow(sc.v, n * D);
-    float* logits = grow(sc.logits, n * E);
+    ScratchArena& scratch = sublayer_scratch();
+    scratch.reset();
+    float* y = scratch.take(n * D);
+    float* v = scratch.take(n * D);
+    float* logits = scratch.take(n * E);
     const std::vector<ops::HcMix> mixes =
         hc_pre(ctx, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, X, n, y);
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.ffn_norm, c.norm_eps, &v[t * D]); });
@@ -141,10 +143,10 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
     const ops::Activations& v_exp = sc.v_exp;
 
     // Gate and up of every used expert and of the shared expert, one parallel region.
-    float* g = grow(sc.g, S * F);
-    float* u = grow(sc.u, S * F);
-    float* gs = grow(sc.gs, n * FS);
-    float* us = grow(sc.us, n * FS);
+    float* g = scratch.take(S * F);
+    float* u = scratch.take(S * F);
+    float* gs = scratch.take(n * FS);
+    float* us = scratch.take(n * FS);
     std::vector<const void*> act_ptrs;
     std::vector<float*> out_ptrs;
     act_ptrs.reserve(size_t(2 * S + 2 * n));
@@ -190,8 +192,8 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
     }, 8);
 
     // Down projections: routed outputs per slot, shared output per token.
-    float* yk = grow(sc.yk, S * D);
-    float* ysh = grow(sc.ysh, n * D);
+    float* yk = scratch.take(S * D);
+    float* ysh = scratch.take(n * D);
     jobs.clear();
     act_ptrs.clear();
     out_ptrs.clear();
