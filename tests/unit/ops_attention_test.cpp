@@ -88,20 +88,32 @@ TEST(SinkAttention, SimdKernelsMatchTheReferenceAndTheDefinition) {
 // the threaded prefill split heads and positions freely).
 class HeadBlocks : public ::testing::TestWithParam<int64_t> {};
 
+// Random queries, sinks and S rows for H heads of dimension D.
+struct Problem {
+    std::vector<float> q, sinks;
+    std::vector<std::vector<float>> rows;
+    std::vector<const float*> ptr;
+    Problem(int H, int D, int64_t S, unsigned seed) : q(size_t(H * D)), sinks(size_t(H)) {
+        std::mt19937 rng(seed);
+        std::normal_distribution<float> g;
+        for (auto& v : q) v = g(rng);
+        for (auto& v : sinks) v = g(rng);
+        rows.assign(size_t(S), std::vector<float>(size_t(D)));
+        for (auto& r : rows) {
+            for (auto& v : r) v = g(rng);
+            ptr.push_back(r.data());
+        }
+    }
+};
+
+
 TEST_P(HeadBlocks, HeadsAreIndependentOfTheirBlock) {
-    std::mt19937 rng(4);
-    std::normal_distribution<float> g;
     const int H = 7, D = 96;
     const int64_t S = GetParam();
-    std::vector<float> q(H * D), sinks(H);
-    for (auto& v : q) v = g(rng);
-    for (auto& v : sinks) v = g(rng);
-    std::vector<std::vector<float>> rows(S, std::vector<float>(D));
-    std::vector<const float*> ptr;
-    for (auto& r : rows) {
-        for (auto& v : r) v = g(rng);
-        ptr.push_back(r.data());
-    }
+    Problem p(H, D, S, 4);
+    const auto& q = p.q;
+    const auto& sinks = p.sinks;
+    const auto& ptr = p.ptr;
     std::vector<float> all(H * D), one(D);
     sink_attention(q.data(), H, D, ptr.data(), S, sinks.data(), 0.1f, all.data());
     for (int h = 0; h < H; ++h) {
@@ -114,19 +126,12 @@ TEST_P(HeadBlocks, HeadsAreIndependentOfTheirBlock) {
 // ISA must give the bits it gives with a separate output (a kernel that wrote a head's output
 // before it had read all the queries it needs would not).
 TEST_P(HeadBlocks, OutputMayOverwriteTheQueries) {
-    std::mt19937 rng(5);
-    std::normal_distribution<float> g;
     const int H = 9, D = 80;
     const int64_t S = GetParam();
-    std::vector<float> q(H * D), sinks(H);
-    for (auto& v : q) v = g(rng);
-    for (auto& v : sinks) v = g(rng);
-    std::vector<std::vector<float>> rows(S, std::vector<float>(D));
-    std::vector<const float*> ptr;
-    for (auto& r : rows) {
-        for (auto& v : r) v = g(rng);
-        ptr.push_back(r.data());
-    }
+    Problem p(H, D, S, 5);
+    const auto& q = p.q;
+    const auto& sinks = p.sinks;
+    const auto& ptr = p.ptr;
     for (int i = 0; i < quant::kIsaCount; ++i) {
         const quant::Isa isa = quant::Isa(i);
         if (!quant::isa_supported(isa)) continue;
