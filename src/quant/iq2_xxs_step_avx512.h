@@ -4,8 +4,8 @@
 // Steps: the decoders and the one-row kernel work on a block as four steps of 64 values, step
 // k holding chunk k (values 8k..8k+7) of each of the block's 8 groups, group g in bytes
 // 8g..8g+7. So i32 lanes 2g and 2g+1 hold the two halves of group g in every step: vpdpbusd
-// accumulates the four steps in one register, and one vpmulld applies the groups' 2l+1 per
-// block. The activation is put in the same order once per call (Iq2xxsActBlock).
+// accumulates the four steps in one register. The activation is put in the same order once
+// per call (Iq2xxsActBlock).
 //
 // Pair lanes: the sums go in pairs of blocks (2i, 2i+1; an odd last block pairs with an empty
 // one), i32 lane l holding group l % 8 of block 2i + l / 8. Per pair and lane the integer is
@@ -55,7 +55,6 @@ namespace {
 struct Iq2xxsSteps {
     __m512i mag[4];     // 64 unsigned magnitudes (8, 25 or 43) per step
     __mmask64 neg[4];   // values whose sign is negative
-    __m512i scale;      // dword i: 2l+1 of group i/2
 };
 
 // Puts n/256 Q8_K blocks in step order (once per call; shared by every weight row).
@@ -67,12 +66,15 @@ inline void iq2xxs_order_act(int64_t nb, const BlockQ8_K* a, Iq2xxsActBlock* out
     }
 }
 
-// The 2l+1 of every group (the top 4 bits of its aux dword, dword 2g+1 of the block's 64 code
-// bytes) in lanes 2g and 2g+1.
-inline __m512i iq2xxs_lane_scales(__m512i codes) {
-    const __m512i aux = _mm512_permutexvar_epi32(
-        _mm512_setr_epi32(1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15), codes);
-    return _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(aux, 28), 1), _mm512_set1_epi32(1));
+// The 2l+1 of every group of blocks x[0] and x[1] (1 for the missing second block of an odd
+// last pair) in pair lanes: l is the top 4 bits of the group's aux dword (dword 2g+1 of the
+// block's 64 code bytes), and (aux >> 27) | 1 = 2l+1. One vpermt2d per pair.
+inline __m512i iq2xxs_pair_scales(const BlockIQ2_XXS* x, bool has_second) {
+    const __m512i a = _mm512_loadu_si512(x[0].qs);
+    const __m512i b = has_second ? _mm512_loadu_si512(x[1].qs) : _mm512_setzero_si512();
+    const __m512i aux = _mm512_permutex2var_epi32(
+        a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+    return _mm512_or_si512(_mm512_srli_epi32(aux, 27), _mm512_set1_epi32(1));
 }
 
 // Pair lanes from two step-lane registers a (block 2i) and b (block 2i+1): lanes 0-7 take
@@ -107,35 +109,45 @@ struct Iq2xxsLookupDecoder {
             for (int g = 0; g < 8; ++g) m |= uint64_t(kIq2xxsSignMasks[(aux[g] >> (7 * k)) & 127]) << (8 * g);
             st.neg[k] = _cvtu64_mask64(m);
         }
-        st.scale = iq2xxs_lane_scales(_mm512_loadu_si512(x.qs));
     }
 };
 
 // One weight row against one activation in step order: per step a masked subtract negates
 // activation bytes and vpdpbusd (u8 magnitude <= 43 x s8) accumulates the half-group lanes;
-// the 2l+1 are applied per block and two blocks' lanes added into pair lanes.
+// two blocks' half-group lanes are added into pair lanes, then the 2l+1 applied (integers,
+// so the same L_l as scaling each half first).
+// Always inlined: a call per block would reload the decoder's tables from memory.
+template <class Dec>
+[[gnu::always_inline]] inline __m512i iq2xxs_block_sums(const Dec& dec, const BlockIQ2_XXS& x, const Iq2xxsActBlock& a) {
+    const __m512i zero = _mm512_setzero_si512();
+    Iq2xxsSteps st;
+    dec.block(x, st);
+    __m512i isum = zero;
+    for (int k = 0; k < 4; ++k) {
+        const __m512i q = _mm512_load_si512(a.q[k]);
+        isum = _mm512_dpbusd_epi32(isum, st.mag[k], _mm512_mask_sub_epi8(q, st.neg[k], zero, q));
+    }
+    return isum;
+}
+
+template <bool kSecond, class Dec>
+[[gnu::always_inline]] inline __m512 iq2xxs_pair_step(const Dec& dec, const BlockIQ2_XXS* x, const Iq2xxsActBlock* a, __m512 acc) {
+    const __m512i s0 = iq2xxs_block_sums(dec, x[0], a[0]);
+    const __m512i s1 = kSecond ? iq2xxs_block_sums(dec, x[1], a[1]) : _mm512_setzero_si512();
+    const float d0 = a[0].d * f16c_to_f32(x[0].d);
+    const float d1 = kSecond ? a[1].d * f16c_to_f32(x[1].d) : 0.0f;
+    const __m512i L = _mm512_mullo_epi32(iq2xxs_pair_sum(s0, s1), iq2xxs_pair_scales(x, kSecond));
+    const __m512 dv = _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(d0), _mm512_set1_ps(d1));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), dv, acc);
+}
+
 template <class Dec>
 inline float iq2xxs_dot_ordered(const Dec& dec, int64_t nb, const BlockIQ2_XXS* x,
                                 const Iq2xxsActBlock* a) {
-    const __m512i zero = _mm512_setzero_si512();
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b += 2) {
-        __m512i L[2] = {zero, zero};
-        float d[2] = {0.0f, 0.0f};
-        for (int i = 0; i < 2 && b + i < nb; ++i) {
-            Iq2xxsSteps st;
-            dec.block(x[b + i], st);
-            __m512i isum = zero;
-            for (int k = 0; k < 4; ++k) {
-                const __m512i q = _mm512_load_si512(a[b + i].q[k]);
-                isum = _mm512_dpbusd_epi32(isum, st.mag[k], _mm512_mask_sub_epi8(q, st.neg[k], zero, q));
-            }
-            L[i] = _mm512_mullo_epi32(isum, st.scale);
-            d[i] = a[b + i].d * f16c_to_f32(x[b + i].d);
-        }
-        const __m512 dv = _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(d[0]), _mm512_set1_ps(d[1]));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iq2xxs_pair_sum(L[0], L[1])), dv, acc);
-    }
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) acc = iq2xxs_pair_step<true>(dec, x + b, a + b, acc);
+    if (b < nb) acc = iq2xxs_pair_step<false>(dec, x + b, a + b, acc);
     return 0.125f * _mm512_reduce_add_ps(acc);
 }
 
@@ -159,7 +171,7 @@ inline void iq2xxs_decode_row(const Dec& dec, int64_t nb, const BlockIQ2_XXS* x,
                               Iq2xxsDecodedPair* out) {
     const __m512i zero = _mm512_setzero_si512(), bias = _mm512_set1_epi8(char(0x80));
     for (int64_t b = 0; b < nb; b += 2) {
-        __m512i w[2][4], scale[2] = {zero, zero};
+        __m512i w[2][4];
         float d[2] = {0.0f, 0.0f};
         for (int i = 0; i < 2; ++i) {
             if (b + i >= nb) {
@@ -169,7 +181,6 @@ inline void iq2xxs_decode_row(const Dec& dec, int64_t nb, const BlockIQ2_XXS* x,
             Iq2xxsSteps st;
             dec.block(x[b + i], st);
             for (int k = 0; k < 4; ++k) w[i][k] = _mm512_mask_sub_epi8(st.mag[k], st.neg[k], zero, st.mag[k]);
-            scale[i] = st.scale;
             d[i] = f16c_to_f32(x[b + i].d);
         }
         Iq2xxsDecodedPair& o = out[b / 2];
@@ -180,7 +191,7 @@ inline void iq2xxs_decode_row(const Dec& dec, int64_t nb, const BlockIQ2_XXS* x,
                 corr = _mm512_dpbusd_epi32(corr, bias, v);
                 _mm512_store_si512(o.w[2 * k + h], v);
             }
-        _mm512_store_si512(o.scale, iq2xxs_pair_pick(scale[0], scale[1], 0));
+        _mm512_store_si512(o.scale, iq2xxs_pair_scales(x + b, b + 1 < nb));
         _mm512_store_si512(o.neg_corr, _mm512_sub_epi32(zero, corr));
         _mm512_store_ps(o.d, _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(d[0]), _mm512_set1_ps(d[1])));
     }

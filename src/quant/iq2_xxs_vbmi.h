@@ -8,8 +8,8 @@
 
 namespace ds4::quant {
 
-// Whether the kernels take the VBMI path: the CPU has AVX512-VBMI and tests have not turned
-// it off.
+// Whether the kernels take the VBMI path: the CPU has AVX512-VBMI and AVX512-BITALG (every
+// CPU with VBMI since Ice Lake and Zen 4) and tests have not turned it off.
 bool iq2xxs_vbmi_active();
 // Tests turn it off to check the lookup path on a VBMI CPU (process-wide).
 void iq2xxs_allow_vbmi(bool allow);

@@ -6,14 +6,14 @@
 //     vpmultishiftqb moves value j of point k's 2 bits to byte j, and vpermb maps them to
 //     8 / 25 / 43;
 //   signs: vpmultishiftqb puts the 7-bit sign field k of group g in byte 8g + k, vpermi2b
-//     maps it to its 8-bit mask (the parity bit added) through the 128-byte table, and vpermb
-//     moves it to byte 8k + g; qword k of the result is step k's mask;
-//   scales: vpmultishiftqb brings each group's l to the low bits of its two lanes, and vpermd
-//     looks up 2l+1.
+//     maps it to its 8-bit mask (the parity bit added) through the 128-byte table, and per
+//     step k one vpshufbitqmb (AVX512-BITALG) picks bits 8k..8k+7 of every qword straight
+//     into the step's mask register (no trip through general registers).
+// The scales come per pair of blocks (iq2xxs_pair_scales).
 // The point codes are derived from the codebook (iq2_xxs_grid.h) at start-up, not stored.
 //
-// Everything after the target pragma is compiled for AVX512-VBMI and has internal linkage
-// except the entry points, which run only when the CPU has it.
+// Everything after the target pragma is compiled for AVX512-VBMI and -BITALG and has internal
+// linkage except the entry points, which run only when the CPU has both.
 #include "quant/x86_simd.h"  // first: see there
 
 #include <cpuid.h>
@@ -33,7 +33,7 @@ namespace {
 
 bool cpu_has_vbmi() {
     unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & bit_AVX512VBMI);
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & bit_AVX512VBMI) && (c & bit_AVX512BITALG);
 }
 
 std::atomic<bool> g_allow_vbmi{true};
@@ -65,10 +65,10 @@ void iq2xxs_allow_vbmi(bool allow) { g_allow_vbmi.store(allow); }
 }  // namespace ds4::quant
 
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512vbmi"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512vbmi,avx512bitalg"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512vbmi")
+#pragma GCC target("avx512vbmi,avx512bitalg")
 #endif
 
 #include "quant/iq2_xxs_step_avx512.h"
@@ -80,12 +80,10 @@ struct VbmiDecoder {
     __m512i table[8];      // the 256 point codes, 32 per register
     __m512i index_pick;    // vpermb: word i <- index byte i (byte 8*(i/4) + i%4 of the block)
     __m512i bit_offsets[4]; // vpmultishiftqb for step k: byte j <- bits 16k+2j.. of its qword
-    __m512i scale_offsets;  // vpmultishiftqb: bytes 0 and 4 of qword g <- bits 60.. (l of g)
-    __m512i odd_scales;     // vpermd: [l] = 2l+1
     __m512i magnitudes;    // vpermb: [c] = 8, 25, 43 for c & 3 = 0, 1, 2
     __m512i field_offsets; // vpmultishiftqb: byte 8g+k <- bits 32+7k.. of qword g (aux of g)
     __m512i sign_masks[2]; // kIq2xxsSignMasks, 64 entries per register
-    __m512i field_order;   // vpermb: byte 8k+g <- byte 8g+k
+    __m512i sign_bits[4];  // vpshufbitqmb for step k: bit 8g+j <- bit 8k+j of qword g
 
     VbmiDecoder() {
         static const PointCodes codes;
@@ -100,9 +98,6 @@ struct VbmiDecoder {
             for (int i = 0; i < 64; ++i) c[i] = uint8_t(16 * k + 2 * (i % 8));
             bit_offsets[k] = _mm512_load_si512(c);
         }
-        for (int i = 0; i < 64; ++i) c[i] = 60;
-        scale_offsets = _mm512_load_si512(c);
-        odd_scales = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         const uint8_t mag[4] = {8, 25, 43, 0};
         for (int i = 0; i < 64; ++i) c[i] = mag[i & 3];
         magnitudes = _mm512_load_si512(c);
@@ -110,8 +105,10 @@ struct VbmiDecoder {
         field_offsets = _mm512_load_si512(c);
         sign_masks[0] = _mm512_loadu_si512(kIq2xxsSignMasks.data());
         sign_masks[1] = _mm512_loadu_si512(kIq2xxsSignMasks.data() + 64);
-        for (int i = 0; i < 64; ++i) c[i] = uint8_t(i < 32 ? 8 * (i % 8) + i / 8 : i);
-        field_order = _mm512_load_si512(c);
+        for (int k = 0; k < 4; ++k) {
+            for (int i = 0; i < 64; ++i) c[i] = uint8_t(8 * k + i % 8);
+            sign_bits[k] = _mm512_load_si512(c);
+        }
     }
 
     void block(const BlockIQ2_XXS& x, Iq2xxsSteps& st) const {
@@ -126,21 +123,16 @@ struct VbmiDecoder {
         const __mmask32 b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x80));
         const __m512i points = _mm512_mask_blend_epi16(
             b7, _mm512_mask_blend_epi16(b6, p0, p1), _mm512_mask_blend_epi16(b6, p2, p3));
-        // Sign masks: field k of group g to byte 8k + g (vpermi2b reads 7 index bits).
-        alignas(64) uint64_t signs[8];  // mutable: _load_mask64 takes a non-const pointer
-        _mm512_store_si512(signs, _mm512_permutexvar_epi8(
-                                      field_order, _mm512_permutex2var_epi8(
-                                                       sign_masks[0],
-                                                       _mm512_multishift_epi64_epi8(field_offsets, codes),
-                                                       sign_masks[1])));
+        // Sign masks: byte 8g + k <- the 8-bit mask of field k of group g (vpermi2b reads 7
+        // index bits); step k's mask bit 8g + j is then bit 8k + j of qword g.
+        const __m512i signs = _mm512_permutex2var_epi8(
+            sign_masks[0], _mm512_multishift_epi64_epi8(field_offsets, codes), sign_masks[1]);
         // Qword g of points holds group g's four points: step k's codes are 16 bits further.
         for (int k = 0; k < 4; ++k) {
             st.mag[k] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(bit_offsets[k], points),
                                                 magnitudes);
-            st.neg[k] = _load_mask64(reinterpret_cast<__mmask64*>(&signs[k]));
+            st.neg[k] = _mm512_bitshuffle_epi64_mask(signs, sign_bits[k]);
         }
-        // l (bits 60..63 of qword g) in the low bits of dwords 2g and 2g+1; vpermd reads 4.
-        st.scale = _mm512_permutexvar_epi32(_mm512_multishift_epi64_epi8(scale_offsets, codes), odd_scales);
     }
 };
 
