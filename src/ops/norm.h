@@ -8,8 +8,15 @@
 namespace ds4::ops {
 
 inline void rms_norm(const float* x, int64_t n, const float* w, float eps, float* y) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+    // Eight independent double sums (the compiler keeps them in vector lanes): one serial
+    // chain of adds cost ~1.4 ns per value, 22 us for a 16384-value HC state. The order
+    // changes the double sum only in its last bits, far below float precision.
+    double part[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; ++l) part[l] += double(x[i + l]) * x[i + l];
+    double ss = ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+    for (; i < n; ++i) ss += double(x[i]) * x[i];
     const float scale = 1.0f / std::sqrt(float(ss / double(n)) + eps);
     if (w)
         for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * scale);
