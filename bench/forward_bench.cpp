@@ -3,12 +3,17 @@
 // not inflate much, so runs on a busy machine stay comparable).
 //
 //   forward_bench -m FILE [--prefill 512] [--decode 16] [--threads 2] [--warm 0] [--reps 1] [--no-mmap]
-//                [--chunk 512[,2048...]]
+//                [--chunk 512[,2048...]] [--profile]
 //
 // Token ids are a fixed pseudo-random sequence. Before timing, every page of the model's
 // mapping is touched (as llama.cpp's MAP_POPULATE does at load; first-touch page faults cost
 // several times the streaming itself on a VM), and --warm 1 also runs one throwaway prefill.
 // Decode is greedy from the prefill.
+//
+// --profile: after each repetition, where its decode time went (ops::matvec_profile): per
+// weight format, the bytes a token reads and the thread time spent on them, so the GB/s each
+// format streams at in place; then the products' wall time against the rest (norms,
+// attention, routing, waits between parallel regions).
 #include <stdlib.h>
 #include <time.h>
 
@@ -22,7 +27,9 @@
 #include <vector>
 
 #include "common/error.h"
+#include "gguf/tensor_type.h"
 #include "model/model.h"
+#include "ops/matmul.h"
 
 namespace {
 
@@ -52,6 +59,24 @@ void touch_mapping(const std::string& path) {
     }
 }
 
+void print_profile(const ds4::ops::MatvecProfile& p, int64_t tokens, double wall, int threads) {
+    const double per = 1.0 / double(tokens);
+    double thread_total = 0;
+    for (const auto& [type, f] : p.formats) thread_total += f.thread_seconds;
+    std::printf("  decode profile, per token (%.2f ms wall):\n", 1e3 * wall * per);
+    std::printf("  | format | MB read | thread ms | GB/s per thread | share of product time |\n");
+    std::printf("  |---|---|---|---|---|\n");
+    for (const auto& [type, f] : p.formats)
+        std::printf("  | %s | %.1f | %.2f | %.1f | %.1f%% |\n", ds4::tensor_type_name(type).c_str(),
+                    1e-6 * f.bytes * per, 1e3 * f.thread_seconds * per, 1e-9 * f.bytes / f.thread_seconds,
+                    100.0 * f.thread_seconds / thread_total);
+    std::printf("  products: %.1f parallel regions, %.2f ms wall (%.0f%% of the token; %d threads "
+                "busy %.0f%% of it); outside them: %.2f ms\n",
+                double(p.regions) * per, 1e3 * p.region_seconds * per, 100.0 * p.region_seconds / wall,
+                threads, 100.0 * thread_total / (double(threads) * p.region_seconds),
+                1e3 * (wall - p.region_seconds) * per);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -59,11 +84,11 @@ int main(int argc, char** argv) try {
     int64_t prefill = 512, decode = 16;
     int threads = 2, reps = 1;
     std::vector<int64_t> chunks{512};
-    bool warm = false, no_mmap = false;
+    bool warm = false, no_mmap = false, profile = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--no-mmap") {
-            no_mmap = true;
+        if (a == "--no-mmap" || a == "--profile") {
+            (a == "--no-mmap" ? no_mmap : profile) = true;
             continue;
         }
         if (i + 1 >= argc) ds4::fail("option {} needs a value", a);
@@ -85,7 +110,9 @@ int main(int argc, char** argv) try {
         }
         else ds4::fail("unknown option {}", a);
     }
-    if (path.empty()) ds4::fail("usage: forward_bench -m FILE [--prefill N] [--decode N] [--threads N] [--no-mmap]");
+    if (path.empty())
+        ds4::fail("usage: forward_bench -m FILE [--prefill N] [--decode N] [--threads N] [--warm 0|1] "
+                  "[--reps N] [--chunk N[,N...]] [--no-mmap] [--profile]");
     auto model = ds4::model::Model::load(path, no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map);
     if (!no_mmap) {
         char resolved[4096];
@@ -111,6 +138,7 @@ int main(int argc, char** argv) try {
         double w0 = wall_seconds(), c0 = cpu_seconds();
         s.eval(ids, &logits);
         const double pw = wall_seconds() - w0, pc = cpu_seconds() - c0;
+        if (profile) ds4::ops::matvec_profile_open();
         w0 = wall_seconds();
         c0 = cpu_seconds();
         for (int64_t i = 0; i < decode; ++i) {
@@ -118,12 +146,14 @@ int main(int argc, char** argv) try {
             s.eval({next}, &logits);
         }
         const double dw = wall_seconds() - w0, dc = cpu_seconds() - c0;
+        const ds4::ops::MatvecProfile prof = profile ? ds4::ops::matvec_profile_close() : ds4::ops::MatvecProfile{};
         std::printf("prefill %lld: %.2f t/s wall, %.2f ms cpu/token | decode %lld: %.2f t/s wall, "
                     "%.2f ms cpu/token  (%d threads, chunk %lld)\n",
                     (long long)prefill, double(prefill) / pw, 1e3 * pc / double(prefill),
                     (long long)decode, decode ? double(decode) / dw : 0.0,
                     decode ? 1e3 * dc / double(decode) : 0.0, threads,
                     (long long)opt.prefill_chunk);
+        if (profile && decode > 0) print_profile(prof, decode, dw, threads);
         std::fflush(stdout);
     }
     return 0;

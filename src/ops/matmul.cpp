@@ -1,7 +1,9 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 
 #include "common/error.h"
 
@@ -28,13 +30,41 @@ struct Item {
     int64_t r0, r1, t0, t1;
 };
 
+// The open profile's totals (MatvecProfile), in integer nanoseconds and bytes so that the
+// threads can add to them with relaxed atomics.
+struct ProfileTotals {
+    static constexpr size_t kTypes = 64;
+    std::atomic<bool> open{false};
+    std::array<std::atomic<int64_t>, kTypes> chunks{}, ns{}, bytes{};
+    std::atomic<int64_t> regions{0}, region_ns{0};
+};
+ProfileTotals g_profile;
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 void check_job(const MatmulJob& j) {
     if (!quant::is_weight_format(j.W.type))
         fail("matmul: weight type {} has no kernels", tensor_type_name(j.W.type));
     if (j.n_tokens < 0) fail("matmul: {} tokens", j.n_tokens);
 }
 
-void run_item(const MatmulJob& j, const Item& it, quant::DotFn dot, quant::MultiDotFn multi) {
+void run_item_unprofiled(const MatmulJob& j, const Item& it, quant::DotFn dot, quant::MultiDotFn multi);
+
+void run_item(const MatmulJob& j, const Item& it, quant::DotFn dot, quant::MultiDotFn multi, bool profiled) {
+    if (!profiled) return run_item_unprofiled(j, it, dot, multi);
+    const int64_t t0 = now_ns();
+    run_item_unprofiled(j, it, dot, multi);
+    const size_t type = std::min(size_t(j.W.type), ProfileTotals::kTypes - 1);
+    g_profile.ns[type].fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    g_profile.chunks[type].fetch_add(1, std::memory_order_relaxed);
+    g_profile.bytes[type].fetch_add(int64_t(it.r1 - it.r0) * int64_t(j.W.row_bytes), std::memory_order_relaxed);
+}
+
+void run_item_unprofiled(const MatmulJob& j, const Item& it, quant::DotFn dot, quant::MultiDotFn multi) {
     const int64_t nt = it.t1 - it.t0, rows = it.r1 - it.r0;
     const uint8_t* W = j.W.row(it.r0);
     const void* const* act = j.act + it.t0;
@@ -109,18 +139,52 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
         work += double(j.W.rows) * double(j.W.row_bytes) * double(j.n_tokens);
     }
     if (items.empty()) return;
+    bool profiled = g_profile.open.load(std::memory_order_relaxed);
+    for (size_t i = 0; profiled && i < n_jobs; ++i) profiled = jobs[i].n_tokens <= 1;
+    const int64_t region_start = profiled ? now_ns() : 0;
     if (pool.size() == 1 || work < kInlineWork) {
-        for (const Item& it : items) run_item(jobs[it.job], it, dots[it.job], multis[it.job]);
-        return;
+        for (const Item& it : items) run_item(jobs[it.job], it, dots[it.job], multis[it.job], profiled);
+    } else {
+        std::atomic<size_t> next{0};
+        pool.parallel_for(pool.size(), [&](int64_t, int64_t) {
+            for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < items.size();
+                 i = next.fetch_add(1, std::memory_order_relaxed)) {
+                const Item& it = items[i];
+                run_item(jobs[it.job], it, dots[it.job], multis[it.job], profiled);
+            }
+        });
     }
-    std::atomic<size_t> next{0};
-    pool.parallel_for(pool.size(), [&](int64_t, int64_t) {
-        for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < items.size();
-             i = next.fetch_add(1, std::memory_order_relaxed)) {
-            const Item& it = items[i];
-            run_item(jobs[it.job], it, dots[it.job], multis[it.job]);
-        }
-    });
+    if (profiled) {
+        g_profile.regions.fetch_add(1, std::memory_order_relaxed);
+        g_profile.region_ns.fetch_add(now_ns() - region_start, std::memory_order_relaxed);
+    }
+}
+
+void matvec_profile_open() {
+    for (size_t t = 0; t < ProfileTotals::kTypes; ++t) {
+        g_profile.chunks[t].store(0);
+        g_profile.ns[t].store(0);
+        g_profile.bytes[t].store(0);
+    }
+    g_profile.regions.store(0);
+    g_profile.region_ns.store(0);
+    g_profile.open.store(true);
+}
+
+MatvecProfile matvec_profile_close() {
+    g_profile.open.store(false);
+    MatvecProfile p;
+    for (size_t t = 0; t < ProfileTotals::kTypes; ++t) {
+        if (g_profile.chunks[t].load() == 0) continue;
+        MatvecProfile::Format f;
+        f.chunks = g_profile.chunks[t].load();
+        f.thread_seconds = 1e-9 * double(g_profile.ns[t].load());
+        f.bytes = double(g_profile.bytes[t].load());
+        p.formats.emplace_back(TensorType(t), f);
+    }
+    p.regions = g_profile.regions.load();
+    p.region_seconds = 1e-9 * double(g_profile.region_ns.load());
+    return p;
 }
 
 void matvec(const Matrix& W, const Activation& x, float* y, ThreadPool& pool) {

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/huge_pages.h"
@@ -80,6 +81,23 @@ struct MatmulJob {
 // so each weight row is streamed once per block of tokens and nobody idles at a barrier
 // while work is left. The pointed-to buffers must not overlap outputs of other jobs.
 void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool);
+
+// Where decode time goes, for benchmarks (bench/forward_bench --profile): while a profile is
+// open, every product whose jobs are all one token long adds its wall time, and each of its
+// row chunks adds the time the thread spent on it and the weight bytes it read, per weight
+// format. Closed (the default), it costs one relaxed load per call. Process-wide; not for
+// use while another thread runs products of a different model.
+struct MatvecProfile {
+    struct Format {
+        int64_t chunks = 0;
+        double thread_seconds = 0, bytes = 0;
+    };
+    std::vector<std::pair<TensorType, Format>> formats;  // those seen, by type id
+    int64_t regions = 0;                                  // matmul_jobs calls
+    double region_seconds = 0;                            // their wall time
+};
+void matvec_profile_open();            // clears the totals and starts counting
+MatvecProfile matvec_profile_close();  // stops and returns the totals
 
 // y[r] = W[r] . x for every row; threads split the rows.
 void matvec(const Matrix& W, const float* x, float* y, ThreadPool& pool);

@@ -96,6 +96,33 @@ TEST(Matmul, MatvecEqualsOneTokenOfMatmul) {
     expect_same_bits(y, reference(W.m, X.data(), 1), "matvec");
 }
 
+TEST(Matmul, DecodeProfileCountsOneTokenProductsPerFormat) {
+    const OwnedMatrix A = make_matrix(TensorType::Q8_0, 300, 1024, 5);
+    const OwnedMatrix B = make_matrix(TensorType::F16, 40, 512, 6);
+    const auto X = gaussian(2 * 1024, 7);
+    ThreadPool pool(2);
+    std::vector<float> y(600);
+    matvec_profile_open();
+    matvec(A.m, X.data(), y.data(), pool);
+    matvec(A.m, X.data(), y.data(), pool);
+    matvec(B.m, X.data(), y.data(), pool);
+    matmul(A.m, X.data(), 2, y.data(), pool);  // two tokens: not decode, not counted
+    const MatvecProfile p = matvec_profile_close();
+    matvec(B.m, X.data(), y.data(), pool);  // closed: not counted
+    ASSERT_EQ(p.formats.size(), 2u);
+    EXPECT_EQ(p.formats[0].first, TensorType::F16);  // by type id: F16 (1) before Q8_0 (8)
+    EXPECT_EQ(p.formats[1].first, TensorType::Q8_0);
+    EXPECT_EQ(p.formats[0].second.bytes, double(B.m.rows) * double(B.m.row_bytes));
+    EXPECT_EQ(p.formats[1].second.bytes, 2.0 * double(A.m.rows) * double(A.m.row_bytes));
+    EXPECT_GE(p.formats[1].second.chunks, 2);
+    EXPECT_GT(p.formats[1].second.thread_seconds, 0.0);
+    EXPECT_EQ(p.regions, 3);
+    EXPECT_GT(p.region_seconds, 0.0);
+    // Reopening starts from zero.
+    matvec_profile_open();
+    EXPECT_TRUE(matvec_profile_close().formats.empty());
+}
+
 TEST(Matmul, JobsWithGatheredRowsEqualSeparateProducts) {
     // Two experts of a stacked matrix, each with its own scattered tokens, plus an empty job.
     const OwnedMatrix W = make_matrix(TensorType::Q2_K, 2 * 40, 512, 5);
