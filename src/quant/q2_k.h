@@ -3,6 +3,7 @@
 // q2_k_ops() lists; tests reach them through format_ops().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/blocks.h"
@@ -19,5 +20,8 @@ void quantize_q2_k(const float* src, BlockQ2_K* dst, int64_t n, const float* imp
 float dot_q2_k_q8_k_scalar(int64_t n, const void* w, const void* act);
 float dot_q2_k_q8_k_avx2(int64_t n, const void* w, const void* act);
 float dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* act);
+// y[r] = dot_q2_k_q8_k_avx512(n, W + r * w_stride, act) for r < rows (the multi-row kernel's
+// path for a single activation: one call for all rows).
+void q2_k_rows_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows, const void* act, float* y);
 
 }  // namespace ds4::quant

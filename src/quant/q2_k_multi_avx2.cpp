@@ -6,6 +6,7 @@
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
+#include "quant/q2_k.h"
 
 namespace ds4::quant {
 namespace {
@@ -62,6 +63,11 @@ struct Kernel {
 
 void multi_q2_k_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
                      const void* const* act, int64_t n_act, float* const* y) {
+    if (n_act == 1) {  // decode: the one-row dot is the faster way here
+        const auto* base = static_cast<const uint8_t*>(W);
+        for (int64_t r = 0; r < rows; ++r) y[0][r] = dot_q2_k_q8_k_avx2(n, base + size_t(r) * w_stride, act[0]);
+        return;
+    }
     Kernel k{n / kQK_K, reinterpret_cast<const BlockQ8_K* const*>(act), {}};
     // For sub-block k (groups 2k, 2k+1): low lane words = scale byte 2k, high lane words =
     // scale byte 2k+1 (index 0x80 zeroes the upper byte of each word).

@@ -14,6 +14,7 @@
 
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
+#include "quant/q2_k.h"
 #include "quant/q8_k_pack_avx512.h"
 
 namespace ds4::quant {
@@ -120,6 +121,7 @@ struct Kernel {
 
 void multi_q2_k_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
                        const void* const* act, int64_t n_act, float* const* y) {
+    if (n_act == 1) return q2_k_rows_avx512(n, W, w_stride, rows, act[0], y[0]);
     thread_local Q8KTile tile;
     thread_local PairExtras extras;
     Kernel k{n / kQK_K, tile, extras, {}};

@@ -85,10 +85,12 @@ MultiDotFn multi_dot_kernel(TensorType w, Isa isa);
 inline MultiDotFn multi_dot_kernel(TensorType w) { return multi_dot_kernel(w, best_isa()); }
 // Whether the multi-row kernel is also the faster way to run one activation over many rows
 // (decode): true for Q8_0, whose one-row dot is its multi-row kernel with one row
-// (q8_0_multi_avx512.cpp), and IQ2_XXS, whose AVX-512 kernels reorder the activation once per
-// call there instead of once per row; the other formats' one-row dots are faster there.
+// (q8_0_multi_avx512.cpp), IQ2_XXS, whose AVX-512 kernels reorder the activation once per
+// call there instead of once per row, and Q2_K, whose multi-row kernels loop over the rows
+// with the one-row dot (no call and constants per 2048-column row); the other formats'
+// one-row dots are faster there.
 inline bool multi_dot_for_one_activation(TensorType w) {
-    return w == TensorType::Q8_0 || w == TensorType::IQ2_XXS;
+    return w == TensorType::Q8_0 || w == TensorType::IQ2_XXS || w == TensorType::Q2_K;
 }
 // Whether the AVX-512 multi-row kernel works through its weight rows in blocks (transposed or
 // decoded into L2 once, then every tile of activations over each block), so it reads each
