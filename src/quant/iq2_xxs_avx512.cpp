@@ -3,7 +3,7 @@
 // weight side of each block comes from a decoder: AVX512-VBMI vector lookups where the CPU has
 // them (iq2_xxs_vbmi_avx512.cpp), else eight 8-byte codebook loads per step. Per step a masked
 // subtract negates activation bytes and vpdpbusd (u8 magnitude <= 43 x s8) accumulates; one
-// vpmulld per block applies the groups' 2l+1.
+// vpmulld per pair of blocks applies the groups' 2l+1.
 #include "quant/x86_simd.h"  // first: see there
 
 #include <vector>
@@ -20,7 +20,7 @@ float dot_iq2_xxs_q8_k_avx512(int64_t n, const void* w, const void* act) {
     const int64_t nb = n / kQK_K;
     thread_local std::vector<Iq2xxsActBlock> ordered;
     if (ordered.size() < size_t(nb)) ordered.resize(size_t(nb));
-    iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act), ordered.data());
+    iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act), ordered.data(), dec.kOrder);
     return iq2xxs_dot_ordered(dec, nb, static_cast<const BlockIQ2_XXS*>(w), ordered.data());
 }
 

@@ -1,11 +1,11 @@
 // The IQ2_XXS AVX-512 kernels' shared parts (include only from *_avx512.cpp, after
 // x86_simd.h).
 //
-// Steps: the decoders and the one-row kernel work on a block as four steps of 64 values, step
-// k holding chunk k (values 8k..8k+7) of each of the block's 8 groups, group g in bytes
-// 8g..8g+7. So i32 lanes 2g and 2g+1 hold the two halves of group g in every step: vpdpbusd
-// accumulates the four steps in one register. The activation is put in the same order once
-// per call (Iq2xxsActBlock).
+// Steps: the decoders and the one-row kernel work on a block as four steps of 64 values, 8
+// of each of the block's 8 groups, group g in bytes 8g..8g+7 (which 8: Iq2xxsStepOrder, the
+// decoder's choice). So i32 lanes 2g and 2g+1 hold two halves of group g in every step:
+// vpdpbusd accumulates the four steps in one register. The activation is put in the same
+// order once per call (Iq2xxsActBlock).
 //
 // Pair lanes: the sums go in pairs of blocks (2i, 2i+1; an odd last block pairs with an empty
 // one), i32 lane l holding group l % 8 of block 2i + l / 8. Per pair and lane the integer is
@@ -29,6 +29,7 @@
 #include "quant/blocks.h"
 #include "quant/iq2_xxs.h"
 #include "quant/iq2_xxs_grid.h"
+#include "quant/iq2_xxs_vbmi.h"
 #include "quant/prefetch.h"
 
 namespace ds4::quant {
@@ -50,6 +51,15 @@ struct alignas(64) Iq2xxsDecodedPair {
     float d[16];
 };
 
+// Which values a step holds in the 8 bytes of group g (the decoder decides; the activation
+// is put in the same order):
+//   kChunks: step k holds chunk k (values 8k..8k+7) of the group, byte j = value 8k + j;
+//   kValues: step j holds values j and j + 4 of every chunk, byte 2k + h = value 8k + j + 4h
+//     (the order in which the VBMI decoder's vgf2p8affineqb leaves a point's 2-bit codes).
+// Either way dword lanes 2g and 2g+1 hold group g's products only, so the group sums and the
+// pair lanes below are the same integers.
+enum class Iq2xxsStepOrder { kChunks, kValues };
+
 namespace {
 
 struct Iq2xxsSteps {
@@ -58,10 +68,15 @@ struct Iq2xxsSteps {
 };
 
 // Puts n/256 Q8_K blocks in step order (once per call; shared by every weight row).
-inline void iq2xxs_order_act(int64_t nb, const BlockQ8_K* a, Iq2xxsActBlock* out) {
+inline void iq2xxs_order_act(int64_t nb, const BlockQ8_K* a, Iq2xxsActBlock* out,
+                             Iq2xxsStepOrder order) {
     for (int64_t b = 0; b < nb; ++b) {
-        for (int k = 0; k < 4; ++k)
-            for (int g = 0; g < 8; ++g) std::memcpy(out[b].q[k] + 8 * g, a[b].qs + 32 * g + 8 * k, 8);
+        if (order == Iq2xxsStepOrder::kChunks) {
+            for (int k = 0; k < 4; ++k)
+                for (int g = 0; g < 8; ++g) std::memcpy(out[b].q[k] + 8 * g, a[b].qs + 32 * g + 8 * k, 8);
+        } else {
+            iq2xxs_order_values_vbmi(a[b], out[b]);
+        }
         out[b].d = a[b].d;
     }
 }
@@ -91,6 +106,7 @@ inline __m512i iq2xxs_pair_sum(__m512i a, __m512i b) {
 }
 
 struct Iq2xxsLookupDecoder {
+    static constexpr Iq2xxsStepOrder kOrder = Iq2xxsStepOrder::kChunks;
     void block(const BlockIQ2_XXS& x, Iq2xxsSteps& st) const {
         uint32_t idx[8], aux[8];
         for (int g = 0; g < 8; ++g) {

@@ -8,15 +8,21 @@
 
 namespace ds4::quant {
 
-// Whether the kernels take the VBMI path: the CPU has AVX512-VBMI and AVX512-BITALG (every
-// CPU with VBMI since Ice Lake and Zen 4) and tests have not turned it off.
+// Whether the kernels take the VBMI path: the CPU has AVX512-VBMI, AVX512-BITALG and GFNI
+// (every CPU with VBMI since Ice Lake and Zen 4) and tests have not turned it off.
 bool iq2xxs_vbmi_active();
 // Tests turn it off to check the lookup path on a VBMI CPU (process-wide).
 void iq2xxs_allow_vbmi(bool allow);
 
 struct Iq2xxsDecodedPair;  // iq2_xxs_step_avx512.h
+enum class Iq2xxsStepOrder;  // iq2_xxs_step_avx512.h
 struct Iq2xxsActBlock;      // iq2_xxs_step_avx512.h
 
+// The step order of the VBMI decoder (what iq2xxs_order_act must produce for it), and one
+// Q8_K block put in that order (two vpermt2b per step; only while iq2xxs_vbmi_active()).
+Iq2xxsStepOrder iq2xxs_vbmi_order();
+struct BlockQ8_K;
+void iq2xxs_order_values_vbmi(const BlockQ8_K& a, Iq2xxsActBlock& out);
 // Only while iq2xxs_vbmi_active(): the dot, and the decoding of one weight row of nb blocks
 // for the multi-row kernel (iq2_xxs_step_avx512.h iq2xxs_decode_row).
 float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act);

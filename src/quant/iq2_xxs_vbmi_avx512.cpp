@@ -1,19 +1,20 @@
-// The AVX512-VBMI decoder of IQ2_XXS blocks (iq2_xxs_vbmi.h), in the AVX-512 kernels' step
-// order (iq2_xxs_step_avx512.h). Per block of 256 values:
-//   magnitudes: each codebook point is stored as 16 bits, 2 per value (0, 1, 2 for 8, 25, 43);
-//     the block's 32 indices pick their points with four vpermt2w over the 512-byte table and
-//     two blends on index bits 6-7, which leaves group g's four points in qword g; per step k,
-//     vpmultishiftqb moves value j of point k's 2 bits to byte j, and vpermb maps them to
-//     8 / 25 / 43;
+// The AVX512-VBMI decoder of IQ2_XXS blocks (iq2_xxs_vbmi.h), in the AVX-512 kernels' value
+// step order (Iq2xxsStepOrder::kValues, iq2_xxs_step_avx512.h). Per block of 256 values:
+//   magnitudes: each codebook point is stored as 16 bits, 2 per value (0, 1, 2 for 8, 25, 43),
+//     values 0-3 in its low byte and 4-7 in its high byte; the block's 32 indices pick their
+//     points with four vpermt2w over the 512-byte table and two blends on index bits 6-7,
+//     which leaves point k of group g in bytes 8g + 2k (+1); per step j one vgf2p8affineqb
+//     maps every byte's bits 2j, 2j+1 (code c = b0 + 2 b1) to 8 ^ 17 b0 ^ 35 b1 = 8, 25, 43:
+//     the magnitude of value j (low byte) or j + 4 (high byte), affine over GF(2);
 //   signs: vpmultishiftqb puts the 7-bit sign field k of group g in byte 8g + k, vpermi2b
 //     maps it to its 8-bit mask (the parity bit added) through the 128-byte table, and per
-//     step k one vpshufbitqmb (AVX512-BITALG) picks bits 8k..8k+7 of every qword straight
-//     into the step's mask register (no trip through general registers).
+//     step j one vpshufbitqmb (AVX512-BITALG) picks bit j + 4h of field k into mask bit
+//     8g + 2k + h (no trip through general registers).
 // The scales come per pair of blocks (iq2xxs_pair_scales).
 // The point codes are derived from the codebook (iq2_xxs_grid.h) at start-up, not stored.
 //
-// Everything after the target pragma is compiled for AVX512-VBMI and -BITALG and has internal
-// linkage except the entry points, which run only when the CPU has both.
+// Everything after the target pragma is compiled for AVX512-VBMI, -BITALG and GFNI and has
+// internal linkage except the entry points, which run only when the CPU has all three.
 #include "quant/x86_simd.h"  // first: see there
 
 #include <cpuid.h>
@@ -33,7 +34,8 @@ namespace {
 
 bool cpu_has_vbmi() {
     unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & bit_AVX512VBMI) && (c & bit_AVX512BITALG);
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & bit_AVX512VBMI) && (c & bit_AVX512BITALG) &&
+           (c & bit_GFNI);
 }
 
 std::atomic<bool> g_allow_vbmi{true};
@@ -65,10 +67,10 @@ void iq2xxs_allow_vbmi(bool allow) { g_allow_vbmi.store(allow); }
 }  // namespace ds4::quant
 
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512vbmi,avx512bitalg"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512vbmi,avx512bitalg,gfni"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512vbmi,avx512bitalg")
+#pragma GCC target("avx512vbmi,avx512bitalg,gfni")
 #endif
 
 #include "quant/iq2_xxs_step_avx512.h"
@@ -76,14 +78,21 @@ void iq2xxs_allow_vbmi(bool allow) { g_allow_vbmi.store(allow); }
 namespace ds4::quant {
 namespace {
 
+// Step j's vgf2p8affineqb matrix: output bit i comes from byte 7 - i, and 8 ^ 17 b0 ^ 35 b1
+// (b0, b1 = bits 2j, 2j+1) sets bit 0 from b0 ^ b1, bit 1 from b1, bit 4 from b0, bit 5 from
+// b1, the constant 8 bit 3.
+constexpr uint64_t magnitude_matrix(int j) {
+    return (uint64_t(0b11) << (56 + 2 * j)) | (uint64_t(0b10) << (48 + 2 * j)) |
+           (uint64_t(0b01) << (24 + 2 * j)) | (uint64_t(0b10) << (16 + 2 * j));
+}
+
 struct VbmiDecoder {
+    static constexpr Iq2xxsStepOrder kOrder = Iq2xxsStepOrder::kValues;
     __m512i table[8];      // the 256 point codes, 32 per register
     __m512i index_pick;    // vpermb: word i <- index byte i (byte 8*(i/4) + i%4 of the block)
-    __m512i bit_offsets[4]; // vpmultishiftqb for step k: byte j <- bits 16k+2j.. of its qword
-    __m512i magnitudes;    // vpermb: [c] = 8, 25, 43 for c & 3 = 0, 1, 2
     __m512i field_offsets; // vpmultishiftqb: byte 8g+k <- bits 32+7k.. of qword g (aux of g)
     __m512i sign_masks[2]; // kIq2xxsSignMasks, 64 entries per register
-    __m512i sign_bits[4];  // vpshufbitqmb for step k: bit 8g+j <- bit 8k+j of qword g
+    __m512i sign_bits[4];  // vpshufbitqmb for step j: bit 8g+2k+h <- bit 8k+j+4h of qword g
 
     VbmiDecoder() {
         static const PointCodes codes;
@@ -94,20 +103,13 @@ struct VbmiDecoder {
             c[2 * i + 1] = 0;
         }
         index_pick = _mm512_load_si512(c);
-        for (int k = 0; k < 4; ++k) {
-            for (int i = 0; i < 64; ++i) c[i] = uint8_t(16 * k + 2 * (i % 8));
-            bit_offsets[k] = _mm512_load_si512(c);
-        }
-        const uint8_t mag[4] = {8, 25, 43, 0};
-        for (int i = 0; i < 64; ++i) c[i] = mag[i & 3];
-        magnitudes = _mm512_load_si512(c);
         for (int i = 0; i < 64; ++i) c[i] = uint8_t(i % 8 < 4 ? 32 + 7 * (i % 8) : 0);
         field_offsets = _mm512_load_si512(c);
         sign_masks[0] = _mm512_loadu_si512(kIq2xxsSignMasks.data());
         sign_masks[1] = _mm512_loadu_si512(kIq2xxsSignMasks.data() + 64);
-        for (int k = 0; k < 4; ++k) {
-            for (int i = 0; i < 64; ++i) c[i] = uint8_t(8 * k + i % 8);
-            sign_bits[k] = _mm512_load_si512(c);
+        for (int j = 0; j < 4; ++j) {
+            for (int i = 0; i < 64; ++i) c[i] = uint8_t(8 * ((i % 8) / 2) + j + 4 * (i % 2));
+            sign_bits[j] = _mm512_load_si512(c);
         }
     }
 
@@ -124,14 +126,13 @@ struct VbmiDecoder {
         const __m512i points = _mm512_mask_blend_epi16(
             b7, _mm512_mask_blend_epi16(b6, p0, p1), _mm512_mask_blend_epi16(b6, p2, p3));
         // Sign masks: byte 8g + k <- the 8-bit mask of field k of group g (vpermi2b reads 7
-        // index bits); step k's mask bit 8g + j is then bit 8k + j of qword g.
+        // index bits).
         const __m512i signs = _mm512_permutex2var_epi8(
             sign_masks[0], _mm512_multishift_epi64_epi8(field_offsets, codes), sign_masks[1]);
-        // Qword g of points holds group g's four points: step k's codes are 16 bits further.
-        for (int k = 0; k < 4; ++k) {
-            st.mag[k] = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(bit_offsets[k], points),
-                                                magnitudes);
-            st.neg[k] = _mm512_bitshuffle_epi64_mask(signs, sign_bits[k]);
+        for (int j = 0; j < 4; ++j) {
+            const __m512i matrix = _mm512_set1_epi64(int64_t(magnitude_matrix(j)));
+            st.mag[j] = _mm512_gf2p8affine_epi64_epi8(points, matrix, 8);
+            st.neg[j] = _mm512_bitshuffle_epi64_mask(signs, sign_bits[j]);
         }
     }
 };
@@ -143,11 +144,38 @@ const VbmiDecoder& decoder() {
 
 }  // namespace
 
+Iq2xxsStepOrder iq2xxs_vbmi_order() { return VbmiDecoder::kOrder; }
+
+void iq2xxs_order_values_vbmi(const BlockQ8_K& a, Iq2xxsActBlock& out) {
+    // Byte 8g + 2k + h of step j <- value 32g + 8k + j + 4h: groups 0-3 from the block's first
+    // 128 bytes, 4-7 from the second, with the same 7-bit index.
+    static const struct Pick {
+        __m512i idx[4];
+        Pick() {
+            alignas(64) uint8_t c[64];
+            for (int j = 0; j < 4; ++j) {
+                for (int p = 0; p < 64; ++p) {
+                    const int g = p / 8, k = (p % 8) / 2, h = p % 2;
+                    c[p] = uint8_t(32 * (g % 4) + 8 * k + j + 4 * h);
+                }
+                idx[j] = _mm512_load_si512(c);
+            }
+        }
+    } pick;
+    const __m512i z0 = _mm512_loadu_si512(a.qs), z1 = _mm512_loadu_si512(a.qs + 64);
+    const __m512i z2 = _mm512_loadu_si512(a.qs + 128), z3 = _mm512_loadu_si512(a.qs + 192);
+    for (int j = 0; j < 4; ++j) {
+        const __m512i lo = _mm512_permutex2var_epi8(z0, pick.idx[j], z1);  // groups 0-3
+        const __m512i hi = _mm512_permutex2var_epi8(z2, pick.idx[j], z3);  // groups 4-7
+        _mm512_store_si512(out.q[j], _mm512_mask_blend_epi64(__mmask8(0xF0), lo, hi));
+    }
+}
+
 float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act) {
     const int64_t nb = n / kQK_K;
     thread_local std::vector<Iq2xxsActBlock> ordered;
     if (ordered.size() < size_t(nb)) ordered.resize(size_t(nb));
-    iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act), ordered.data());
+    iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act), ordered.data(), VbmiDecoder::kOrder);
     return iq2xxs_dot_ordered(decoder(), nb, static_cast<const BlockIQ2_XXS*>(w), ordered.data());
 }
 
