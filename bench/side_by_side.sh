@@ -13,6 +13,10 @@
 # warm-up run of each engine, every repetition runs both engines back to back, alternating
 # which goes first, so machine-speed swings hit both; the table shows medians (and ranges).
 # Inside each run, both engines first prefill min(batch, N) tokens untimed (--warmup) and reset.
+# The ratio column divides the medians; "paired" is the median of the per-repetition ratios
+# (the two engines of one repetition ran back to back, in the same minute of the machine).
+# Each repetition starts with a short bandwidth probe (3 reads), listed per repetition with
+# the decode rows, beside the long probe at the end.
 # Default 5 repetitions: on a shared VM one repetition in a slow minute is common, and the
 # median of 5 stays put with up to two of them (with 3, one slow run can move it).
 # --quick: 2 repetitions of the 512 case only (a smoke run of the whole pipeline).
@@ -140,6 +144,9 @@ first=${cases%% *}
 run_one ds4 "$first" 0
 run_one llama "$first" 0
 for ((r = 1; r <= reps; r++)); do
+  # A short probe per repetition: the memory's speed moves within minutes on a shared VM,
+  # and the decode rows of that repetition are compared with it.
+  "$bin/membw_probe" --mib "$probe_mib" --threads "$threads" --reps 3 > "$out/membw-r$r.txt"
   for c in $cases; do
     if (( r % 2 )); then run_one ds4 "$c" "$r"; run_one llama "$c" "$r"
     else run_one llama "$c" "$r"; run_one ds4 "$c" "$r"; fi
@@ -172,8 +179,8 @@ bpt = float(re.search(r"bytes_per_token (\d+)", open(f"{out}/decode_bytes.txt").
 runs = "1 run" if reps == 1 else f"the median of {reps} runs (range in parentheses)"
 print(f"Model {model}, {threads} thread(s), prompt batches of {batch} tokens, {runs} after a "
       f"warm-up; decode probe of {gen} tokens.\n")
-print("| measure | ds4 | llama.cpp | ds4 / llama.cpp |")
-print("|---|---|---|---|")
+print("| measure | ds4 | llama.cpp | ds4 / llama.cpp | paired |")
+print("|---|---|---|---|---|")
 decode = {}
 for ctx in cases:
     for col, name in (("prefill_tps", f"prefill t/s, {ctx}-token prompt"),
@@ -181,16 +188,34 @@ for ctx in cases:
         a, b = values("ds4", ctx, col), values("llama", ctx, col)
         ma, mb = statistics.median(a), statistics.median(b)
         ratio = f"{ma / mb:.2f}" if mb > 0 else "n/a"
-        print(f"| {name} | {cell(a)} | {cell(b)} | {ratio} |")
+        pairs = [x / y for x, y in zip(a, b) if y > 0]
+        paired = f"{statistics.median(pairs):.2f}" if pairs else "n/a"
+        print(f"| {name} | {cell(a)} | {cell(b)} | {ratio} | {paired} |")
         if col == "gen_tps":
-            decode[ctx] = (ma, mb)
+            decode[ctx] = (a, b)
 print()
-print(f"- memory read bandwidth ({threads} thread(s), membw_probe): {bw:.1f} GB/s")
+print(f"- memory read bandwidth ({threads} thread(s), membw_probe after the runs): {bw:.1f} GB/s")
 print(f"- weight bytes read per decode token (decode_bytes): {bpt / 1e6:.0f} MB")
-for ctx, (ma, mb) in decode.items():
+for ctx, (a, b) in decode.items():
+    ma, mb = statistics.median(a), statistics.median(b)
     print(f"- decode at context {ctx} streams {bpt * ma / 1e9:.2f} GB/s (ds4, "
           f"{100 * bpt * ma / 1e9 / bw:.0f}% of the bandwidth) vs {bpt * mb / 1e9:.2f} GB/s "
           f"(llama.cpp, {100 * bpt * mb / 1e9 / bw:.0f}%)")
+probes = []
+for r in range(1, reps + 1):
+    m = re.search(r"median ([0-9.]+) GB/s", open(f"{out}/membw-r{r}.txt").read())
+    probes.append(float(m.group(1)))
+print()
+print("Per repetition: the short probe before it, then each context's decode t/s (ds4 / "
+      "llama.cpp = ratio; ds4's share of that probe).\n")
+print("| rep | probe GB/s | " + " | ".join(f"decode at {c}" for c in decode) + " |")
+print("|---|---|" + "---|" * len(decode))
+for r in range(reps):
+    row = []
+    for ctx, (a, b) in decode.items():
+        ratio = a[r] / b[r] if b[r] > 0 else float("nan")
+        row.append(f"{a[r]:.1f} / {b[r]:.1f} = {ratio:.2f}x; {100 * bpt * a[r] / 1e9 / probes[r]:.0f}%")
+    print(f"| {r + 1} | {probes[r]:.1f} | " + " | ".join(row) + " |")
 EOF
 echo "== results in $out" >&2
 cat "$out/summary.md"

@@ -95,10 +95,18 @@ TEST(PeerBench, SideBySideScriptRunsEndToEnd) {
         const auto at = all.find(row);
         ASSERT_NE(at, std::string::npos) << row << " missing:\n" << all;
         const std::string line = all.substr(at, all.find('\n', at) - at);
-        // The last cell is the ratio: a positive number.
-        const std::string ratio = line.substr(line.rfind('|', line.size() - 2) + 1);
-        EXPECT_GT(std::stod(ratio), 0.0) << line;
+        // The last two cells are the ratio of the medians and the paired ratio (with one
+        // repetition, the same number): positive.
+        std::vector<std::string> cells;
+        for (size_t i = 1, j; (j = line.find('|', i)) != std::string::npos; i = j + 1)
+            cells.push_back(line.substr(i, j - i));
+        ASSERT_EQ(cells.size(), 5u) << line;
+        EXPECT_GT(std::stod(cells[3]), 0.0) << line;
+        EXPECT_DOUBLE_EQ(std::stod(cells[3]), std::stod(cells[4])) << line;
     }
+    // The per-repetition table: the repetition's own probe and its decode ratio.
+    EXPECT_NE(all.find("| rep | probe GB/s | decode at 512 |"), std::string::npos) << all;
+    EXPECT_NE(all.find("| 1 | "), std::string::npos) << all;
     EXPECT_NE(all.find("memory read bandwidth"), std::string::npos) << all;
     EXPECT_NE(all.find("decode at context 512 streams"), std::string::npos) << all;
     for (const char* engine : {"ds4", "llama"}) {
