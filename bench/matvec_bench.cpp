@@ -3,7 +3,7 @@
 // threads, in GB/s of weight bytes streamed. The matrix is sized in MiB (default 256, far
 // beyond the caches) so both sides stream from DRAM; decode-time matvecs do exactly that.
 //
-//   matvec_bench [--mib 256] [--cols 4096] [--reps 7] [--threads 1,2] [--formats q8_0,f16]
+//   matvec_bench [--mib 256 (fractions too: 0.5 stays in L2)] [--cols 4096] [--reps 7] [--threads 1,2] [--formats q8_0,f16]
 //
 // Both sides get the same weight bytes (quantized once by ggml_quantize_chunk; a tile of
 // distinct rows repeated to fill the matrix) and the same activation blocks (our conversion,
@@ -30,7 +30,8 @@ using ds4::TensorType;
 namespace quant = ds4::quant;
 
 struct Options {
-    int64_t mib = 256, cols = 4096;
+    double mib = 256;
+    int64_t cols = 4096;
     int reps = 7;
     std::vector<int> threads = {1, 2};
     std::vector<TensorType> formats;
@@ -54,7 +55,7 @@ Options parse(int argc, char** argv) {
         if (i + 1 >= argc)
             ds4::fail("{}: missing value (usage at the top of bench/matvec_bench.cpp)", a);
         const std::string v = argv[++i];
-        if (a == "--mib") o.mib = std::stoll(v);
+        if (a == "--mib") o.mib = std::stod(v);
         else if (a == "--cols") o.cols = std::stoll(v);
         else if (a == "--reps") o.reps = std::stoi(v);
         else if (a == "--threads") {
@@ -110,10 +111,10 @@ int main(int argc, char** argv) try {
     const ds4::oracle::Ggml* g = ds4::oracle::Ggml::get();
     if (!g) ds4::fail("{}", ds4::oracle::Ggml::reason());
 
-    std::printf("ours: %s kernels; ggml: libggml-cpu-%s; %lld MiB of weights per format, "
+    std::printf("ours: %s kernels; ggml: libggml-cpu-%s; %g MiB of weights per format, "
                 "%lld columns, median of %d\n\n",
                 quant::isa_name(quant::best_isa()), g->cpu_variant().c_str(),
-                (long long)opt.mib, (long long)opt.cols, opt.reps);
+                opt.mib, (long long)opt.cols, opt.reps);
     std::printf("| format | bits/weight | rows | threads | ours GB/s | ggml GB/s | ours/ggml |\n");
     std::printf("|---|---|---|---|---|---|---|\n");
 
@@ -125,7 +126,7 @@ int main(int argc, char** argv) try {
         }
         const TensorType at = quant::dot_type(t);
         const size_t row = ds4::row_bytes(t, n);
-        const int64_t rows = std::max<int64_t>(1, opt.mib * (int64_t(1) << 20) / int64_t(row));
+        const int64_t rows = std::max<int64_t>(1, int64_t(opt.mib * double(1 << 20)) / int64_t(row));
 
         // A tile of distinct gaussian rows quantized by ggml (IQ2_XXS needs an importance
         // vector: all ones), repeated to fill the matrix.

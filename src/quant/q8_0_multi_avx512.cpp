@@ -10,6 +10,9 @@
 // off with one subtract. Per chunk and activation row: 8 vpdpbusd, a subtract, a convert, the
 // scale product and one FMA for 16 blocks, with no horizontal sums; the 16 lanes are summed
 // once per row at the end, in q8_0.h's fixed order. A row is read as one stream.
+//
+// Decode (one activation row) uses each weight chunk once, so it skips the transpose: see
+// load_natural / reduce_blocks (in L2, 1 thread: 59-60 -> 63-65 GB/s).
 #include "quant/x86_simd.h"  // first: see there
 
 #include <algorithm>
@@ -27,9 +30,10 @@ constexpr int kTile = 8;    // activation rows per register tile
 constexpr int kRowBlock = 16;  // weight rows transposed at a time
 constexpr int64_t kSegChunks = 8;  // chunks of a row per pass (4096 columns; see the tile loop)
 
-// One chunk of 16 blocks, transposed (64-byte aligned for the tile loop's loads).
+// One chunk of 16 blocks (64-byte aligned for the tile loop's loads).
 struct alignas(64) Chunk {
-    __m512i q[8];  // dword i of every block's codes (weights: + 128 per byte)
+    __m512i q[8];  // transposed: dword i of every block's codes; decode layout: blocks i, i + 8
+                   // (weights: + 128 per byte)
     __m512 d;      // every block's scale
     __m512i corr;  // activations only: 128 * (sum of every block's codes)
 };
@@ -51,18 +55,43 @@ inline __m512 full_chunk_scales(const BlockQ8_0* x) {
     return _mm512_cvtph_ps(_mm512_castsi512_si256(s));
 }
 
-// Transposes blocks x[0 .. n) (n <= 16; the rest are zero) into c, flipping the codes' sign
-// bits when `flip`.
-inline void transpose_chunk(const BlockQ8_0* x, int n, bool flip, Chunk& c) {
-    // z[i]: block i in the low half, block i + 8 in the high half.
-    __m512i z[8];
+// The scales of blocks x[0 .. n) (n <= 16; the rest are zero) into c.d.
+inline void set_scales(const BlockQ8_0* x, int n, Chunk& c) {
+    if (n == kChunk) {
+        c.d = full_chunk_scales(x);
+        return;
+    }
+    // A partial chunk: one gather of every block's first dword (d and two codes), narrowed to
+    // d (the full-chunk loads would reach past the last block).
+    const __m512i offsets = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(int32_t(sizeof(BlockQ8_0))));
+    const __mmask16 present = __mmask16((1u << n) - 1);
+    const __m512i first = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, offsets, x, 1);
+    c.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(first));
+}
+
+// Decode layout (one activation): no transpose. Register i holds block i's 32 codes in its
+// low half and block i + 8's in its high half, as loaded; vpdpbusd against the activation in
+// the same layout leaves 8 partial sums per block, and reduce_blocks adds them into lane b of
+// block b (14 shuffles and 7 adds per chunk, against 24 shuffles for the transpose).
+inline void load_natural(const BlockQ8_0* x, int n, bool flip, Chunk& c) {
+    const __m512i bits = _mm512_set1_epi8(flip ? char(0x80) : 0);
     for (int i = 0; i < 8; ++i) {
         const __m256i l = i < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs))
                                 : _mm256_setzero_si256();
         const __m256i h = i + 8 < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i + 8].qs))
                                     : _mm256_setzero_si256();
-        z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1);
+        c.q[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1), bits);
     }
+}
+
+// Transposes blocks x[0 .. n) (n <= 16; the rest are zero) into c, flipping the codes' sign
+// bits when `flip`.
+inline void transpose_chunk(const BlockQ8_0* x, int n, bool flip, Chunk& c) {
+    // z[i]: block i in the low half, block i + 8 in the high half.
+    load_natural(x, n, false, c);
+    const __m512i* z = c.q;
     // An 8x8 dword transpose in each 256-bit half.
     __m512i t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
@@ -84,18 +113,26 @@ inline void transpose_chunk(const BlockQ8_0* x, int n, bool flip, Chunk& c) {
         c.q[k] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[k], lo_pick, u[k + 4]), bits);
         c.q[k + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[k], hi_pick, u[k + 4]), bits);
     }
-    if (n == kChunk) {
-        c.d = full_chunk_scales(x);
-        return;
-    }
-    // A partial chunk's scales: one gather of every block's first dword (d and two codes),
-    // narrowed to d (the loads above stop at the last block).
-    const __m512i offsets = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(int32_t(sizeof(BlockQ8_0))));
-    const __mmask16 present = __mmask16((1u << n) - 1);
-    const __m512i first = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, offsets, x, 1);
-    c.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(first));
+    set_scales(x, n, c);
+}
+
+// p[i]: dwords 0-7 partial sums of block i, dwords 8-15 of block i + 8. Returns lane b = the
+// sum of block b's eight (exact integers: the order does not matter).
+inline __m512i reduce_blocks(const __m512i* p) {
+    __m512i s[4], t[2];
+    // Per 128-bit lane: two partials of each of blocks 2j, 2j + 1 (and + 8).
+    for (int j = 0; j < 4; ++j)
+        s[j] = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2 * j], p[2 * j + 1]),
+                                _mm512_unpackhi_epi32(p[2 * j], p[2 * j + 1]));
+    // Per 128-bit lane: one partial (of 4 dwords' worth) of blocks 4j .. 4j + 3 (and + 8);
+    // lanes 0 / 1 hold the two halves of blocks 4j.., lanes 2 / 3 those of 4j + 8...
+    for (int j = 0; j < 2; ++j)
+        t[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(s[2 * j], s[2 * j + 1]),
+                                _mm512_unpackhi_epi64(s[2 * j], s[2 * j + 1]));
+    const __m512i lo_pick = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi_pick = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    return _mm512_add_epi32(_mm512_permutex2var_epi64(t[0], lo_pick, t[1]),
+                            _mm512_permutex2var_epi64(t[0], hi_pick, t[1]));
 }
 
 // q8_0.h's final sum of the 16 lanes: k + (k+8), then + (k+4), + (k+2), + (k+1).
@@ -182,26 +219,47 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
     const int64_t nb = n / kQK8_0, n_chunks = (nb + kChunk - 1) / kChunk;
     thread_local Activations acts;
     thread_local std::vector<Chunk> rows_t;  // a block of transposed weight rows
-    acts.set(act, n_act, nb, n_chunks);
     const auto* base = static_cast<const uint8_t*>(W);
     if (n_act == 1) {
-        // Decode: each transposed chunk is used once, straight from the registers.
+        // Decode: the activation in the decode layout, each weight chunk used once, straight
+        // from the registers.
         if (rows <= 0) return;
+        thread_local std::vector<Chunk> a_nat;
+        if (a_nat.size() < size_t(n_chunks)) a_nat.resize(size_t(n_chunks));
+        const auto* a = static_cast<const BlockQ8_0*>(act[0]);
+        const __m512i bias = _mm512_set1_epi8(char(0x80));
+        for (int64_t c = 0; c < n_chunks; ++c) {
+            const int64_t left = nb - c * kChunk;
+            const int nc = int(left < kChunk ? left : kChunk);
+            Chunk& ch = a_nat[size_t(c)];
+            load_natural(a + c * kChunk, nc, false, ch);
+            set_scales(a + c * kChunk, nc, ch);
+            __m512i p[8];
+            for (int i = 0; i < 8; ++i) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, ch.q[i]);
+            ch.corr = reduce_blocks(p);
+        }
         StreamAhead ahead(base, base + size_t(rows - 1) * w_stride + size_t(nb) * sizeof(BlockQ8_0));
         for (int64_t r = 0; r < rows; ++r) {
             const auto* x = reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride);
             __m512 acc = _mm512_setzero_ps();
             for (int64_t c = 0; c < n_chunks; ++c) {
                 ahead.at(x + c * kChunk);
-                Chunk w;
                 const int64_t left = nb - c * kChunk;
-                transpose_chunk(x + c * kChunk, int(left < kChunk ? left : kChunk), true, w);
-                acc = chunk_fma(w, acts.chunks[acts.slot(c, 0)], acc);
+                const int nc = int(left < kChunk ? left : kChunk);
+                Chunk w;
+                load_natural(x + c * kChunk, nc, true, w);
+                set_scales(x + c * kChunk, nc, w);
+                const Chunk& ac = a_nat[size_t(c)];
+                __m512i p[8];
+                for (int i = 0; i < 8; ++i) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q[i], ac.q[i]);
+                const __m512i sum = _mm512_sub_epi32(reduce_blocks(p), ac.corr);
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(w.d, ac.d), acc);
             }
             y[0][r] = sum_lanes(acc);
         }
         return;
     }
+    acts.set(act, n_act, nb, n_chunks);
     // Blocks of kRowBlock rows are transposed into L2, then each tile of activation rows
     // (in L1) runs over them.
     if (rows_t.size() < size_t(kRowBlock * n_chunks)) rows_t.resize(size_t(kRowBlock * n_chunks));
