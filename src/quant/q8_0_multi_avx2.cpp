@@ -5,7 +5,8 @@
 // blocks is two transposed groups of 8 (blocks 0-7 feed lanes 0-7 of accumulator lo, 8-15
 // those of hi: q8_0.h's lanes). Without VNNI the four products per lane come from vpmaddubsw
 // on |w| and the activation with w's signs (at most 2 * 128 * 127 per pair, no saturation)
-// and vpmaddwd with ones. Activations are transposed once per call.
+// and vpmaddwd with ones. Activations are transposed once per call. Decode (one activation)
+// skips the transpose (natural_group_fma).
 #include "quant/x86_simd.h"  // first: see there
 
 #include <vector>
@@ -26,14 +27,23 @@ struct alignas(32) Group {
     __m256 d;      // every block's scale
 };
 
+// Blocks x[0 .. n) (n <= 8; the rest are zero) as loaded, register i block i's 32 codes (the
+// decode layout), and their scales.
+inline void load_group(const BlockQ8_0* x, int n, Group& g) {
+    // The scales are packed in general registers: eight 16-bit stores read back as one
+    // 128-bit load would miss store-to-load forwarding.
+    uint64_t d[2] = {0, 0};
+    for (int i = 0; i < 8; ++i) {
+        g.q[i] = i < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs)) : _mm256_setzero_si256();
+        if (i < n) d[i / 4] |= uint64_t(x[i].d) << (16 * (i % 4));
+    }
+    g.d = _mm256_cvtph_ps(_mm_set_epi64x(int64_t(d[1]), int64_t(d[0])));
+}
+
 // Transposes blocks x[0 .. n) (n <= 8; the rest are zero) into g.
 inline void transpose_group(const BlockQ8_0* x, int n, Group& g) {
-    __m256i z[8];
-    alignas(16) uint16_t d[kGroup] = {};
-    for (int i = 0; i < 8; ++i) {
-        z[i] = i < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].qs)) : _mm256_setzero_si256();
-        if (i < n) d[i] = x[i].d;
-    }
+    load_group(x, n, g);
+    const __m256i* z = g.q;
     __m256i t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_epi32(z[i], z[i + 1]);
@@ -49,7 +59,6 @@ inline void transpose_group(const BlockQ8_0* x, int n, Group& g) {
         g.q[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
         g.q[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
     }
-    g.d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(d)));
 }
 
 // Adds group w (weights) times group a (one activation row) to acc.
@@ -64,6 +73,28 @@ inline __m256 group_fma(const Group& w, const Group& a, __m256 acc) {
         p1 = _mm256_add_epi32(p1, _mm256_madd_epi16(s1, ones));
     }
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1)), _mm256_mul_ps(w.d, a.d), acc);
+}
+
+// Decode: group w (weights) times group a (one activation row), both as loaded, added to
+// acc. Each block's products leave 8 partial sums (vpmaddubsw, vpmaddwd), added into block
+// lanes by 10 shuffles and 7 adds (the transpose took 24 shuffles; the integer sums are
+// exact, so the bits are the same).
+inline __m256 natural_group_fma(const Group& w, const Group& a, __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p[8];
+    for (int i = 0; i < 8; ++i)
+        p[i] = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_sign_epi8(w.q[i], w.q[i]), _mm256_sign_epi8(a.q[i], w.q[i])), ones);
+    __m256i s[4], t[2];
+    for (int j = 0; j < 4; ++j)  // per 128-bit lane: two partials of blocks 2j, 2j + 1
+        s[j] = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2 * j], p[2 * j + 1]),
+                                _mm256_unpackhi_epi32(p[2 * j], p[2 * j + 1]));
+    for (int j = 0; j < 2; ++j)  // per 128-bit lane: one partial of blocks 4j .. 4j + 3
+        t[j] = _mm256_add_epi32(_mm256_unpacklo_epi64(s[2 * j], s[2 * j + 1]),
+                                _mm256_unpackhi_epi64(s[2 * j], s[2 * j + 1]));
+    const __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(t[0], t[1], 0x20),
+                                         _mm256_permute2x128_si256(t[0], t[1], 0x31));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w.d, a.d), acc);
 }
 
 // q8_0.h's final sum: lo + hi (lanes k and k + 8), then + (k+4), + (k+2), + (k+1).
@@ -114,12 +145,15 @@ void multi_q8_0_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
     thread_local std::vector<Group> acts, row;
     if (acts.size() < size_t(n_act * n_groups)) acts.resize(size_t(n_act * n_groups));
     if (row.size() < size_t(n_groups)) row.resize(size_t(n_groups));
-    for (int64_t t = 0; t < n_act; ++t)
-        transpose_row(static_cast<const BlockQ8_0*>(act[t]), nb, acts.data() + t * n_groups);
     const auto* base = static_cast<const uint8_t*>(W);
     if (n_act == 1) {
-        // Decode: each transposed group is used once, straight from the registers.
+        // Decode: the activation and each weight group as loaded, each group used once.
         if (rows <= 0) return;
+        const auto* a = static_cast<const BlockQ8_0*>(act[0]);
+        for (int64_t k = 0; k < n_groups; ++k) {
+            const int64_t left = nb - k * kGroup;
+            load_group(a + k * kGroup, int(left < kGroup ? left : kGroup), acts[size_t(k)]);
+        }
         StreamAhead ahead(base, base + size_t(rows - 1) * w_stride + size_t(nb) * sizeof(BlockQ8_0));
         for (int64_t r = 0; r < rows; ++r) {
             const auto* x = reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride);
@@ -128,14 +162,16 @@ void multi_q8_0_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
                 ahead.at(x + k * kGroup);
                 Group g;
                 const int64_t left = nb - k * kGroup;
-                transpose_group(x + k * kGroup, int(left < kGroup ? left : kGroup), g);
-                if (k % 2 == 0) lo = group_fma(g, acts[size_t(k)], lo);
-                else hi = group_fma(g, acts[size_t(k)], hi);
+                load_group(x + k * kGroup, int(left < kGroup ? left : kGroup), g);
+                if (k % 2 == 0) lo = natural_group_fma(g, acts[size_t(k)], lo);
+                else hi = natural_group_fma(g, acts[size_t(k)], hi);
             }
             y[0][r] = sum_lanes(lo, hi);
         }
         return;
     }
+    for (int64_t t = 0; t < n_act; ++t)
+        transpose_row(static_cast<const BlockQ8_0*>(act[t]), nb, acts.data() + t * n_groups);
     float out[kTile];
     for (int64_t r = 0; r < rows; ++r) {
         transpose_row(reinterpret_cast<const BlockQ8_0*>(base + size_t(r) * w_stride), nb, row.data());
