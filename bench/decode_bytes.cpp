@@ -4,14 +4,21 @@
 // shared expert in full, n_expert_used of the n_expert routed experts, one row of the token
 // embedding and of tid2eid, and the whole output head.
 //
-//   decode_bytes MODEL.gguf
+//   decode_bytes MODEL.gguf [--ctx N]...
 //
-// Prints a breakdown, then "n_vocab V" and, last, "bytes_per_token N".
+// Prints a breakdown, then "n_vocab V" and "bytes_per_token N" (everything above: what an
+// engine that always runs every product reads). Per --ctx N, also "bytes_per_token_at N B":
+// what ds4 reads for a token decoded after N tokens of context. It skips a ratio-4 layer's
+// indexer queries and weights (indexer.attn_q_b, indexer.proj) while the token sees no more
+// than top-k compressed rows ((N + 1) / 4 <= top_k: model/attention.cpp); the breakdown
+// stays the full count.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "gguf/reader.h"
@@ -22,11 +29,18 @@ namespace {
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
-int run(const std::string& path) {
+// Layer index of a "blk.L." tensor name, or -1.
+int layer_of(const std::string& name) {
+    if (name.rfind("blk.", 0) != 0) return -1;
+    return std::stoi(name.substr(4));
+}
+
+int run(const std::string& path, const std::vector<int64_t>& ctxs) {
     const auto file = ds4::gguf::File::open(path);
     const auto cfg = ds4::model::ModelConfig::from_gguf(*file);
     double dense = 0, routed = 0, shared = 0, embd = 0, output = 0;
     std::map<std::string, double> by_type;  // the same bytes, per tensor type
+    std::vector<double> skipped(ctxs.size(), 0.0);  // per --ctx: indexer bytes ds4 skips there
     for (const auto& t : file->tensors()) {
         const double bytes = double(t.n_bytes);
         double read = bytes;
@@ -45,6 +59,11 @@ int run(const std::string& path) {
             output += bytes;
         } else {
             dense += bytes;
+            const int layer = layer_of(t.name);
+            const bool indexer_query = contains(t.name, "indexer.attn_q_b") || contains(t.name, "indexer.proj");
+            if (indexer_query && layer >= 0 && layer < int(cfg.n_layer) && cfg.compress_ratio(uint32_t(layer)) == 4)
+                for (size_t i = 0; i < ctxs.size(); ++i)
+                    if ((ctxs[i] + 1) / 4 <= int64_t(cfg.indexer_top_k)) skipped[i] += bytes;
         }
         by_type[ds4::tensor_type_name(t.type)] += read;
     }
@@ -59,19 +78,33 @@ int run(const std::string& path) {
     std::printf("by tensor type:\n");
     for (const auto& [type, bytes] : by_type) std::printf("  %-10s %10.2f MiB\n", type.c_str(), bytes / mib);
     std::printf("n_vocab %u\n", cfg.n_vocab);
-    std::printf("bytes_per_token %.0f\n", dense + routed + shared + output + embd);
+    const double all = dense + routed + shared + output + embd;
+    std::printf("bytes_per_token %.0f\n", all);
+    for (size_t i = 0; i < ctxs.size(); ++i)
+        std::printf("bytes_per_token_at %lld %.0f\n", (long long)ctxs[i], all - skipped[i]);
     return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
-        std::fprintf(stderr, "usage: decode_bytes MODEL.gguf\n");
+    const char* usage = "usage: decode_bytes MODEL.gguf [--ctx N]...\n";
+    if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
+        std::fprintf(stderr, "%s", usage);
         return argc == 2 ? 0 : 2;
     }
+    std::vector<int64_t> ctxs;
+    for (int i = 2; i < argc; i += 2) {
+        char* end = nullptr;
+        const long long v = i + 1 < argc ? std::strtoll(argv[i + 1], &end, 10) : -1;
+        if (std::string(argv[i]) != "--ctx" || i + 1 >= argc || *end != '\0' || v < 0) {
+            std::fprintf(stderr, "decode_bytes: bad argument '%s'\n%s", argv[i], usage);
+            return 2;
+        }
+        ctxs.push_back(v);
+    }
     try {
-        return run(argv[1]);
+        return run(argv[1], ctxs);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "decode_bytes: %s\n", e.what());
     }

@@ -104,7 +104,9 @@ if [[ ! -f "$model" ]]; then
   "$bin/ds4-gguf-gen" --preset flash --layers 4 --ratios 4,128,4,128 -o "$model" --threads "$jobs" >&2
 fi
 
-"$bin/decode_bytes" "$model" > "$out/decode_bytes.txt"
+ctx_args=""
+for c in $cases; do ctx_args="$ctx_args --ctx $c"; done
+"$bin/decode_bytes" "$model" $ctx_args > "$out/decode_bytes.txt"
 n_vocab=$(awk '$1 == "n_vocab" { print $2 }' "$out/decode_bytes.txt")
 max_ctx=${cases##* }
 # A fixed pseudo-random token sequence (same for both engines, every run).
@@ -175,7 +177,10 @@ def cell(v):
     return f"{m:.2f}" if len(v) == 1 else f"{m:.2f} ({min(v):.2f}–{max(v):.2f})"
 
 bw = float(re.search(r"median ([0-9.]+) GB/s", open(f"{out}/membw.txt").read()).group(1))
-bpt = float(re.search(r"bytes_per_token (\d+)", open(f"{out}/decode_bytes.txt").read()).group(1))
+db = open(f"{out}/decode_bytes.txt").read()
+bpt = float(re.search(r"bytes_per_token (\d+)", db).group(1))  # every product (llama.cpp)
+# ds4's bytes at each context (it skips the indexer's queries below 4 x top-k: decode_bytes).
+bpt_ds4 = {int(c): float(b) for c, b in re.findall(r"bytes_per_token_at (\d+) (\d+)", db)}
 runs = "1 run" if reps == 1 else f"the median of {reps} runs (range in parentheses)"
 print(f"Model {model}, {threads} thread(s), prompt batches of {batch} tokens, {runs} after a "
       f"warm-up; decode probe of {gen} tokens.\n")
@@ -195,11 +200,13 @@ for ctx in cases:
             decode[ctx] = (a, b)
 print()
 print(f"- memory read bandwidth ({threads} thread(s), membw_probe after the runs): {bw:.1f} GB/s")
-print(f"- weight bytes read per decode token (decode_bytes): {bpt / 1e6:.0f} MB")
+print(f"- weight bytes read per decode token (decode_bytes): {bpt / 1e6:.0f} MB; ds4 "
+      + ", ".join(f"{bpt_ds4[c] / 1e6:.0f} MB at context {c}" for c in decode))
 for ctx, (a, b) in decode.items():
     ma, mb = statistics.median(a), statistics.median(b)
-    print(f"- decode at context {ctx} streams {bpt * ma / 1e9:.2f} GB/s (ds4, "
-          f"{100 * bpt * ma / 1e9 / bw:.0f}% of the bandwidth) vs {bpt * mb / 1e9:.2f} GB/s "
+    bd = bpt_ds4[ctx]
+    print(f"- decode at context {ctx} streams {bd * ma / 1e9:.2f} GB/s (ds4, "
+          f"{100 * bd * ma / 1e9 / bw:.0f}% of the bandwidth) vs {bpt * mb / 1e9:.2f} GB/s "
           f"(llama.cpp, {100 * bpt * mb / 1e9 / bw:.0f}%)")
 probes = []
 for r in range(1, reps + 1):
@@ -214,7 +221,7 @@ for r in range(reps):
     row = []
     for ctx, (a, b) in decode.items():
         ratio = a[r] / b[r] if b[r] > 0 else float("nan")
-        row.append(f"{a[r]:.1f} / {b[r]:.1f} = {ratio:.2f}x; {100 * bpt * a[r] / 1e9 / probes[r]:.0f}%")
+        row.append(f"{a[r]:.1f} / {b[r]:.1f} = {ratio:.2f}x; {100 * bpt_ds4[ctx] * a[r] / 1e9 / probes[r]:.0f}%")
     print(f"| {r + 1} | {probes[r]:.1f} | " + " | ".join(row) + " |")
 EOF
 echo "== results in $out" >&2

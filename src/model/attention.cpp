@@ -180,8 +180,15 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     float* iw = nullptr;
     const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
     if (w.ratio != 0) compressor_projections(ctx, w.compressor, a, n, p0, ck, cg);
-    if (w.ratio == 4) {
-        compressor_projections(ctx, w.indexer_compressor, a, n, p0, ik, ig);
+    // The indexer chooses rows only for a token that sees more than top-k compressed rows
+    // (position p: (p + 1) / 4 > top_k, past 2048 tokens on Flash); below that every row is
+    // used, so a chunk whose last token is below skips the indexer's queries and weights (two
+    // F16 products: 2.4% of the bytes of a decode step of the 4-layer Flash file). Its
+    // compressor still runs: its rows are needed once the context grows.
+    const int64_t top_k = c.indexer_top_k;
+    auto needs_indexer = [&](int64_t p) { return w.ratio == 4 && (p + 1) / 4 > top_k; };
+    if (w.ratio == 4) compressor_projections(ctx, w.indexer_compressor, a, n, p0, ik, ig);
+    if (n > 0 && needs_indexer(p0 + n - 1)) {
         iq = scratch.take(n * HI * DI);
         iw = scratch.take(n * HI);
         ops::matmul(w.indexer_q_b, qn, n, iq, ctx.pool);
@@ -209,7 +216,6 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
     const float scale = 1.0f / std::sqrt(float(Dh));
     const int64_t crow = int64_t(w.compressor.coff) * Dh;  // compressor projection width
     const int64_t block = s.raw_slots >= ctx.opt.ctx ? n : std::max<int64_t>(1, s.raw_slots - s.window + 1);
-    const int64_t top_k = c.indexer_top_k;
 
     // Rows token t may see: its raw window, then (ratio 128) every compressed row or (ratio 4)
     // all of them while they fit top-k, else the indexer's choice.
@@ -230,7 +236,6 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
         per_layer.resize(c.n_layer);
         per_layer[size_t(w.index)] = sel;
     };
-    auto needs_indexer = [&](int64_t p) { return w.ratio == 4 && (p + 1) / 4 > top_k; };
 
     for (int64_t b0 = 0; b0 < n; b0 += block) {
         const int64_t m = std::min(block, n - b0);

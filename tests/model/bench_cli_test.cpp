@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "gguf/reader.h"
+#include "model/config.h"
 #include "model/model.h"
 #include "tool_run.h"
 
@@ -252,6 +254,36 @@ TEST_F(BenchCli, PlotScriptWritesAValidSvg) {
     const auto bad = run_command({"python3", script, dir_.file("bad.csv"), "-o", svg});
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.output.find("ctx_tokens"), std::string::npos) << bad.output;
+}
+
+// decode_bytes --ctx N: below 4 x top-k tokens of context ds4 reads every weight but the
+// ratio-4 layers' indexer queries and weights (model/attention.cpp skips them there), above it
+// everything; bench/side_by_side.sh turns these bytes into ds4's share of the bandwidth.
+TEST_F(BenchCli, DecodeBytesLeavesOutTheIndexerQueriesBelowTopK) {
+    const auto file = gguf::File::open(model_);
+    const auto cfg = ModelConfig::from_gguf(*file);
+    double indexer = 0;
+    for (uint32_t l = 0; l < cfg.n_layer; ++l) {
+        if (cfg.compress_ratio(l) != 4) continue;
+        for (const char* t : {"indexer.attn_q_b.weight", "indexer.proj.weight"})
+            indexer += double(file->tensor("blk." + std::to_string(l) + "." + t).n_bytes);
+    }
+    ASSERT_GT(indexer, 0) << "the tiny preset needs a ratio-4 layer";
+    const long long below = 4LL * cfg.indexer_top_k - 1, above = 4LL * cfg.indexer_top_k + 3;
+    const auto r = run_command({binary("decode_bytes"), model_, "--ctx", "0", "--ctx",
+                                std::to_string(below), "--ctx", std::to_string(above)});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    auto number_after = [&](const std::string& key) {
+        const auto at = r.output.find(key);
+        EXPECT_NE(at, std::string::npos) << key << " missing:\n" << r.output;
+        return at == std::string::npos ? -1.0 : std::stod(r.output.substr(at + key.size()));
+    };
+    const double all = number_after("bytes_per_token ");
+    EXPECT_GT(all, indexer);
+    EXPECT_EQ(number_after("bytes_per_token_at 0 "), all - indexer);
+    EXPECT_EQ(number_after("bytes_per_token_at " + std::to_string(below) + " "), all - indexer);
+    EXPECT_EQ(number_after("bytes_per_token_at " + std::to_string(above) + " "), all);
+    EXPECT_NE(run_command({binary("decode_bytes"), model_, "--ctx", "x"}).exit_code, 0);
 }
 
 }  // namespace
