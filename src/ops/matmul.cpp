@@ -142,16 +142,49 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
     bool profiled = g_profile.open.load(std::memory_order_relaxed);
     for (size_t i = 0; profiled && i < n_jobs; ++i) profiled = jobs[i].n_tokens <= 1;
     const int64_t region_start = profiled ? now_ns() : 0;
+    bool decode = true;
+    for (size_t i = 0; i < n_jobs; ++i) decode = decode && jobs[i].n_tokens <= 1;
+    auto run = [&](size_t i) {
+        const Item& it = items[i];
+        run_item(jobs[it.job], it, dots[it.job], multis[it.job], profiled);
+    };
     if (pool.size() == 1 || work < kInlineWork) {
-        for (const Item& it : items) run_item(jobs[it.job], it, dots[it.job], multis[it.job], profiled);
+        for (size_t i = 0; i < items.size(); ++i) run(i);
+    } else if (decode) {
+        // Decode: thread k owns the k-th contiguous run of the items and takes them front to
+        // back, so it streams consecutive rows (its prefetch reaches into its own next item,
+        // whose pages its TLB already maps); when its run is done it takes the others' items
+        // from the back. Claimed from one shared counter, consecutive items alternated between
+        // the threads, and each thread started every item of an expert matrix cold (4-layer
+        // Flash file, one decode step, alternating in one process: +2.4% t/s, 7 of 8 pairs).
+        const int T = pool.size();
+        const size_t N = items.size();
+        struct alignas(64) Run {
+            std::atomic<uint64_t> fb;  // front << 32 | back: its unclaimed items are [front, back)
+        };
+        std::vector<Run> runs(static_cast<size_t>(T));
+        for (int k = 0; k < T; ++k)
+            runs[size_t(k)].fb.store(uint64_t(N * size_t(k) / size_t(T)) << 32 | uint64_t(N * size_t(k + 1) / size_t(T)));
+        auto claim = [](Run& r, bool front) -> int64_t {
+            uint64_t v = r.fb.load(std::memory_order_relaxed);
+            for (;;) {
+                const uint64_t f = v >> 32, b = v & 0xffffffffu;
+                if (f >= b) return -1;
+                const uint64_t w = front ? (f + 1) << 32 | b : f << 32 | (b - 1);
+                if (r.fb.compare_exchange_weak(v, w, std::memory_order_relaxed)) return int64_t(front ? f : b - 1);
+            }
+        };
+        pool.parallel_for(T, [&](int64_t k, int64_t) {
+            for (int64_t i; (i = claim(runs[size_t(k)], true)) >= 0;) run(size_t(i));
+            for (int d = 1; d < T; ++d)
+                for (int64_t i; (i = claim(runs[size_t((k + d) % T)], false)) >= 0;) run(size_t(i));
+        });
     } else {
         std::atomic<size_t> next{0};
         pool.parallel_for(pool.size(), [&](int64_t, int64_t) {
             for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < items.size();
-                 i = next.fetch_add(1, std::memory_order_relaxed)) {
-                const Item& it = items[i];
-                run_item(jobs[it.job], it, dots[it.job], multis[it.job], profiled);
-            }
+                 i = next.fetch_add(1, std::memory_order_relaxed))
+                run(i);
         });
     }
     if (profiled) {

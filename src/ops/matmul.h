@@ -77,9 +77,10 @@ struct MatmulJob {
 };
 
 // Runs independent jobs in one parallel region (one wake-up of the pool for all of them):
-// the threads take chunks of rows (and of tokens, for long batches) from a shared counter,
-// so each weight row is streamed once per block of tokens and nobody idles at a barrier
-// while work is left. The pointed-to buffers must not overlap outputs of other jobs.
+// the threads take chunks of rows (and of tokens, for long batches) from a shared counter
+// (decode: each thread from its own contiguous run first, then from the others'), so each
+// weight row is streamed once per block of tokens and nobody idles at a barrier while work
+// is left. The pointed-to buffers must not overlap outputs of other jobs.
 void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool);
 
 // Where decode time goes, for benchmarks (bench/forward_bench --profile): while a profile is

@@ -5,7 +5,9 @@
 #include <bit>
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -152,6 +154,40 @@ TEST(Matmul, JobsWithGatheredRowsEqualSeparateProducts) {
             EXPECT_EQ(std::bit_cast<uint32_t>(out[size_t(t * 80 + 40 + r)]),
                       std::bit_cast<uint32_t>(in1 ? r1[size_t(t * 40 + r)] : 0.f));
         }
+}
+
+TEST(Matmul, DecodeJobsOnSeveralThreadsComputeEveryRowOnce) {
+    // One token over three matrices in one region, large enough for the threaded path: each
+    // thread runs its own contiguous share of the row chunks, then takes what is left of the
+    // others' from the back. Outputs start as NaN, so a chunk nobody ran shows.
+    const OwnedMatrix A = make_matrix(TensorType::Q8_0, 600, 1024, 21);
+    const OwnedMatrix B = make_matrix(TensorType::IQ2_XXS, 517, 1024, 22);
+    const OwnedMatrix C = make_matrix(TensorType::F16, 333, 512, 23);
+    const auto X = gaussian(1024, 24);
+    const OwnedMatrix* mats[] = {&A, &B, &C};
+    std::vector<Activation> acts(3);
+    std::vector<std::vector<float>> want(3);
+    for (int m = 0; m < 3; ++m) {
+        acts[size_t(m)].set(X.data(), mats[m]->m.cols, quant::dot_type(mats[m]->m.type));
+        want[size_t(m)] = reference(mats[m]->m, X.data(), 1);
+    }
+    for (int threads : {2, 3, 4}) {
+        ThreadPool pool(threads);
+        std::vector<std::vector<float>> y(3);
+        std::vector<const void*> a(3);
+        std::vector<float*> out(3);
+        std::vector<MatmulJob> jobs;
+        for (int m = 0; m < 3; ++m) {
+            y[size_t(m)].assign(size_t(mats[m]->m.rows), std::numeric_limits<float>::quiet_NaN());
+            a[size_t(m)] = acts[size_t(m)].data();
+            out[size_t(m)] = y[size_t(m)].data();
+        }
+        for (int m = 0; m < 3; ++m) jobs.push_back({mats[m]->m, &a[size_t(m)], &out[size_t(m)], 1});
+        matmul_jobs(jobs.data(), jobs.size(), pool);
+        for (int m = 0; m < 3; ++m)
+            expect_same_bits(y[size_t(m)], want[size_t(m)],
+                             (tensor_type_name(mats[m]->m.type) + ", threads " + std::to_string(threads)).c_str());
+    }
 }
 
 TEST(Matmul, GroupedEqualsPerGroupMatvecs) {
