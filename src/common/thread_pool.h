@@ -2,7 +2,7 @@
 // thread, and returns when all are done. The calling thread takes the first range, so a pool
 // of N threads uses N-1 workers.
 //
-// Hand-offs spin briefly (~100 us) before sleeping on a condition variable: a decode token
+// Hand-offs spin briefly (~200 us) before sleeping on a condition variable: a decode token
 // runs ~100 parallel regions back to back, and waking a sleeping thread costs ~20 us on a VM
 // (futex syscalls and the scheduler), so a pool that always slept lost time to
 // wake-ups (measured +2.4% decode). Idle pools still sleep.
