@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "chat/prompt_tokens.h"
 #include "chat/render.h"
@@ -92,7 +94,12 @@ void HttpServer::run() {
 
 void HttpServer::stop() {
     if (stopping_.exchange(true)) return;
-    scheduler_.shutdown();  // running and queued jobs end; their connections finish writing
+    scheduler_.shutdown();  // running and queued jobs end with their last events queued
+    // Their connections finish writing those events (up to 5 s) before the sockets close:
+    // stopping at once could cut a stream before its error event and [DONE].
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     http_->stop();
 }
 
@@ -239,6 +246,7 @@ void HttpServer::routes() {
                 return res.set_content(body, "application/json");
             }
             res.set_header("Cache-Control", "no-cache");
+            ++open_streams_;
             res.set_chunked_content_provider(
                 "text/event-stream",
                 [channel](size_t, httplib::DataSink& sink) {
@@ -258,8 +266,9 @@ void HttpServer::routes() {
                     }
                     return true;
                 },
-                [channel](bool success) {
+                [this, channel](bool success) {
                     if (!success || !channel->closed()) channel->cancel = true;
+                    --open_streams_;
                 });
         };
     };

@@ -57,6 +57,7 @@ private:
     Scheduler scheduler_;
     std::unique_ptr<httplib::Server> http_;
     std::atomic<bool> stopping_{false};
+    std::atomic<int> open_streams_{0};  // streamed responses whose last bytes are not yet sent
     std::atomic<uint64_t> seq_{0};
 };
 
