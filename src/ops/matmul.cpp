@@ -139,11 +139,10 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
         work += double(j.W.rows) * double(j.W.row_bytes) * double(j.n_tokens);
     }
     if (items.empty()) return;
-    bool profiled = g_profile.open.load(std::memory_order_relaxed);
-    for (size_t i = 0; profiled && i < n_jobs; ++i) profiled = jobs[i].n_tokens <= 1;
-    const int64_t region_start = profiled ? now_ns() : 0;
-    bool decode = true;
+    bool decode = true;  // every job one token long
     for (size_t i = 0; i < n_jobs; ++i) decode = decode && jobs[i].n_tokens <= 1;
+    const bool profiled = decode && g_profile.open.load(std::memory_order_relaxed);
+    const int64_t region_start = profiled ? now_ns() : 0;
     auto run = [&](size_t i) {
         const Item& it = items[i];
         run_item(jobs[it.job], it, dots[it.job], multis[it.job], profiled);
