@@ -98,19 +98,29 @@ std::vector<ops::HcMix> hc_pre(const LayerContext& ctx, const ops::Matrix& fn, c
 
 namespace {
 
-// Projects the chunk for a compressor: k = Wkv a, g = Wg a + APE[p mod r].
-void compressor_projections(const LayerContext& ctx, const CompressorWeights& cw, const float* a,
-                            int64_t n, int64_t p0, float*& k, float*& g) {
-    const int64_t row = int64_t(cw.coff) * cw.width;
-    k = sublayer_scratch().take(n * row);
-    g = sublayer_scratch().take(n * row);
-    ops::matmul(cw.kv, a, n, k, ctx.pool);
-    ops::matmul(cw.gate, a, n, g, ctx.pool);
-    for (int64_t t = 0; t < n; ++t) {
-        const float* ape = &cw.ape[size_t(((p0 + t) % cw.ratio) * row)];
-        for (int64_t j = 0; j < row; ++j) g[t * row + j] += ape[j];
+// A compressor's projections of the chunk (k = Wkv a, g = Wg a + APE[p mod r]): buffers and
+// products here, run with the sublayer's other products of `a`; add_ape once they are done.
+struct CompressorProjection {
+    const CompressorWeights* cw = nullptr;
+    float* k = nullptr;
+    float* g = nullptr;
+
+    void add_products(const CompressorWeights& w, int64_t n, std::vector<ops::Product>& products) {
+        cw = &w;
+        const int64_t row = int64_t(w.coff) * w.width;
+        k = sublayer_scratch().take(n * row);
+        g = sublayer_scratch().take(n * row);
+        products.push_back({&w.kv, k});
+        products.push_back({&w.gate, g});
     }
-}
+    void add_ape(int64_t n, int64_t p0) const {
+        const int64_t row = int64_t(cw->coff) * cw->width;
+        for (int64_t t = 0; t < n; ++t) {
+            const float* ape = &cw->ape[size_t(((p0 + t) % cw->ratio) * row)];
+            for (int64_t j = 0; j < row; ++j) g[t * row + j] += ape[j];
+        }
+    }
+};
 
 // Indexer scores (§3.3.5) of compressed rows [r0, r1) for one query.
 void indexer_scores(const ModelConfig& c, const float* q, const float* weights, const float* keys,
@@ -149,13 +159,38 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
         hc_pre(ctx, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, X, n, y);
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.attn_norm, c.norm_eps, &a[t * D]); });
 
-    // Query path (§3.3.2): qr -> qn (kept for the indexer) -> q, per-head RMS, RoPE.
+    // Every product of `a` in one parallel region: the query's first half (§3.3.2), the KV row
+    // (§3.3.3), the compressors' projections and the indexer's weights. The indexer chooses rows
+    // only for a token that sees more than top-k compressed rows (position p: (p + 1) / 4 >
+    // top_k, past 2048 tokens on Flash); below that every row is used, so a chunk whose last
+    // token is below skips the indexer's queries and weights (two F16 products: 2.4% of the
+    // bytes of a decode step of the 4-layer Flash file). Its compressor still runs: its rows
+    // are needed once the context grows.
+    const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
+    const int64_t top_k = c.indexer_top_k;
+    auto needs_indexer = [&](int64_t p) { return w.ratio == 4 && (p + 1) / 4 > top_k; };
+    const bool indexer = n > 0 && needs_indexer(p0 + n - 1);
     float* qr = scratch.take(n * Rq);
     float* qn = scratch.take(n * Rq);
     float* q = scratch.take(n * H * Dh);
-    ops::matmul(w.q_a, a, n, qr, ctx.pool);
+    float* kv = scratch.take(n * Dh);
+    float* iq = indexer ? scratch.take(n * HI * DI) : nullptr;
+    float* iw = indexer ? scratch.take(n * HI) : nullptr;
+    CompressorProjection comp, index_comp;
+    std::vector<ops::Product> products = {{&w.q_a, qr}, {&w.kv, kv}};
+    if (w.ratio != 0) comp.add_products(w.compressor, n, products);
+    if (w.ratio == 4) index_comp.add_products(w.indexer_compressor, n, products);
+    if (indexer) products.push_back({&w.indexer_proj, iw});
+    ops::matmul_shared_input(a, n, D, products, ctx.pool);
+    if (w.ratio != 0) comp.add_ape(n, p0);
+    if (w.ratio == 4) index_comp.add_ape(n, p0);
+
+    // Query: qr -> qn (kept for the indexer) -> q, per-head RMS, RoPE; the indexer's queries
+    // from qn in the same region.
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&qr[t * Rq], Rq, w.q_a_norm, c.norm_eps, &qn[t * Rq]); });
-    ops::matmul(w.q_b, qn, n, q, ctx.pool);
+    products = {{&w.q_b, q}};
+    if (indexer) products.push_back({&w.indexer_q_b, iq});
+    ops::matmul_shared_input(qn, n, Rq, products, ctx.pool);
     for_tokens(ctx.pool, n, [&](int64_t t) {
         for (int64_t h = 0; h < H; ++h) {
             float* qh = &q[(t * H + h) * Dh];
@@ -164,35 +199,16 @@ void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, Session:
         rope.apply(&q[t * H * Dh], int(H), int(Dh), p0 + t);
     });
 
-    // KV path (§3.3.3): one row per token, key and value at once.
-    float* kv = scratch.take(n * Dh);
-    ops::matmul(w.kv, a, n, kv, ctx.pool);
+    // KV row: key and value at once.
     for_tokens(ctx.pool, n, [&](int64_t t) {
         float* row = &kv[t * Dh];
         ops::rms_norm(row, Dh, w.kv_norm, c.norm_eps, row);
         rope.apply(row, 1, int(Dh), p0 + t);
         if (qat) ops::fp8_roundtrip(row, nope);
     });
+    float *ck = comp.k, *cg = comp.g, *ik = index_comp.k, *ig = index_comp.g;
 
-    // Compressor and indexer projections for the whole chunk.
-    float *ck = nullptr, *cg = nullptr, *ik = nullptr, *ig = nullptr;
-    float* iq = nullptr;
-    float* iw = nullptr;
-    const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
-    if (w.ratio != 0) compressor_projections(ctx, w.compressor, a, n, p0, ck, cg);
-    // The indexer chooses rows only for a token that sees more than top-k compressed rows
-    // (position p: (p + 1) / 4 > top_k, past 2048 tokens on Flash); below that every row is
-    // used, so a chunk whose last token is below skips the indexer's queries and weights (two
-    // F16 products: 2.4% of the bytes of a decode step of the 4-layer Flash file). Its
-    // compressor still runs: its rows are needed once the context grows.
-    const int64_t top_k = c.indexer_top_k;
-    auto needs_indexer = [&](int64_t p) { return w.ratio == 4 && (p + 1) / 4 > top_k; };
-    if (w.ratio == 4) compressor_projections(ctx, w.indexer_compressor, a, n, p0, ik, ig);
-    if (n > 0 && needs_indexer(p0 + n - 1)) {
-        iq = scratch.take(n * HI * DI);
-        iw = scratch.take(n * HI);
-        ops::matmul(w.indexer_q_b, qn, n, iq, ctx.pool);
-        ops::matmul(w.indexer_proj, a, n, iw, ctx.pool);
+    if (indexer) {
         const float wscale = 1.0f / std::sqrt(float(DI * HI));
         for_tokens(ctx.pool, n, [&](int64_t t) {
             rope.apply(&iq[t * HI * DI], int(HI), int(DI), p0 + t);

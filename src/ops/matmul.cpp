@@ -251,6 +251,39 @@ void matmul(const Matrix& W, const float* X, int64_t n_tokens, float* Y, ThreadP
     matmul_jobs(&job, 1, pool);
 }
 
+void matmul_shared_input(const float* X, int64_t n_tokens, int64_t cols, std::span<const Product> products,
+                         ThreadPool& pool) {
+    if (n_tokens <= 0 || products.empty()) return;
+    // One converted copy of X per dot type (a handful of types exist), kept between calls.
+    thread_local std::vector<std::pair<TensorType, Activations>> converted;
+    if (converted.capacity() < 8) converted.reserve(8);
+    size_t used = 0;
+    auto input_for = [&](TensorType dot) -> const Activations& {
+        for (size_t i = 0; i < used; ++i)
+            if (converted[i].first == dot) return converted[i].second;
+        if (converted.size() <= used) converted.emplace_back();
+        converted[used].first = dot;
+        converted[used].second.set(X, n_tokens, cols, dot, &pool);
+        return converted[used++].second;
+    };
+    std::vector<const void*> act(products.size() * size_t(n_tokens));
+    std::vector<float*> out(products.size() * size_t(n_tokens));
+    std::vector<MatmulJob> jobs;
+    jobs.reserve(products.size());
+    for (size_t i = 0; i < products.size(); ++i) {
+        const Matrix& W = *products[i].W;
+        if (W.cols != cols) fail("matmul: a {}-column matrix against {}-value inputs", W.cols, cols);
+        const Activations& in = input_for(quant::dot_type(W.type));
+        const size_t o = i * size_t(n_tokens);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            act[o + size_t(t)] = in.row(t);
+            out[o + size_t(t)] = products[i].Y + t * W.rows;
+        }
+        jobs.push_back({W, act.data() + o, out.data() + o, n_tokens});
+    }
+    matmul_jobs(jobs.data(), jobs.size(), pool);
+}
+
 void matmul_grouped(const Matrix& W, int64_t groups, const float* X, int64_t n_tokens, float* Y,
                     ThreadPool& pool) {
     if (groups <= 0 || W.rows % groups != 0)

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -107,6 +108,17 @@ void matvec(const Matrix& W, const Activation& x, float* y, ThreadPool& pool);
 
 // Y[t] = W . X[t] for t in [0, n_tokens); X is [n_tokens][W.cols], Y is [n_tokens][W.rows].
 void matmul(const Matrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool);
+
+// One input, several matrices: Y_i = W_i . X for every product i, all in one parallel region
+// (X converted once per dot type among the W_i). Every W_i has `cols` columns; Y_i is
+// [n_tokens][W_i.rows]. Equal, value for value, to matmul per matrix; in decode one region
+// instead of several saves the pool's hand-offs and the idle tail of each.
+struct Product {
+    const Matrix* W;
+    float* Y;
+};
+void matmul_shared_input(const float* X, int64_t n_tokens, int64_t cols, std::span<const Product> products,
+                         ThreadPool& pool);
 
 // A grouped projection (the attention output, ARCHITECTURE.md §3.3.8): W's rows form `groups`
 // blocks of R = W.rows / groups, and block g sees only slice g of each token's input:

@@ -205,6 +205,37 @@ TEST(Matmul, GroupedEqualsPerGroupMatvecs) {
     EXPECT_THROW(matmul_grouped(W.m, 7, X.data(), n, Y.data(), pool), Error);
 }
 
+TEST(Matmul, SharedInputEqualsOneProductPerMatrix) {
+    // Matrices of four dot types (Q8_0, Q8_K twice, F16, F32) over one input, in one region;
+    // the second call reuses the converted copies with a different input and token count.
+    const int64_t K = 512;
+    const OwnedMatrix W[] = {make_matrix(TensorType::Q8_0, 37, K, 21), make_matrix(TensorType::F16, 19, K, 22),
+                             make_matrix(TensorType::Q2_K, 23, K, 23), make_matrix(TensorType::IQ2_XXS, 9, K, 24),
+                             make_matrix(TensorType::F32, 5, K, 25)};
+    for (int64_t n : {1, 3, 70}) {
+        const auto X = gaussian(n * K, uint32_t(30 + n));
+        for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            std::vector<std::vector<float>> Y;
+            std::vector<Product> products;
+            for (const auto& w : W) Y.emplace_back(size_t(n * w.m.rows), std::numeric_limits<float>::quiet_NaN());
+            for (size_t i = 0; i < std::size(W); ++i) products.push_back({&W[i].m, Y[i].data()});
+            matmul_shared_input(X.data(), n, K, products, pool);
+            for (size_t i = 0; i < std::size(W); ++i)
+                expect_same_bits(Y[i], reference(W[i].m, X.data(), n), tensor_type_name(W[i].m.type).c_str());
+        }
+    }
+}
+
+TEST(Matmul, SharedInputRejectsAMatrixOfOtherWidth) {
+    const OwnedMatrix a = make_matrix(TensorType::Q8_0, 4, 64, 1), b = make_matrix(TensorType::Q8_0, 4, 96, 2);
+    ThreadPool pool(1);
+    const auto x = gaussian(96, 3);
+    std::vector<float> ya(4), yb(4);
+    const Product products[] = {{&a.m, ya.data()}, {&b.m, yb.data()}};
+    EXPECT_THROW(matmul_shared_input(x.data(), 1, 64, products, pool), Error);
+}
+
 TEST(Matmul, CompatModeStillEqualsItsOwnDotKernel) {
     quant::set_ggml_compat(true);
     const OwnedMatrix W = make_matrix(TensorType::Q8_0, 33, 1024, 9);
