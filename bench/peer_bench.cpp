@@ -45,6 +45,7 @@ struct Options {
     std::string kv_type = "f16";
     std::string flash_attn = "auto";
     bool no_repack = false;
+    bool no_mmap = false;
     bool verbose = false;
     std::string backend_dir = DS4_ORACLE_BIN;
 };
@@ -84,6 +85,7 @@ public:
         llama_model_params mp = llama_model_default_params();
         mp.n_gpu_layers = 0;
         mp.use_extra_bufts = !o.no_repack;
+        if (o.no_mmap) mp.load_mode = LLAMA_LOAD_MODE_NONE;  // read, not mapped (default: auto)
         model_.reset(llama_model_load_from_file(o.model.c_str(), mp));
         if (!model_) fail("{}: llama.cpp could not load the model (--verbose shows its log)", o.model);
         vocab_ = llama_model_get_vocab(model_.get());
@@ -171,10 +173,10 @@ int run(const Options& o) {
     Peer peer(o, n_ctx);
     ds4::bench::check_sequence(ids, o.shape, peer.n_vocab(), o.token_ids);
     std::printf("ds4-peer-bench: llama.cpp, %s, %zu tokens, %zu frontiers, %d threads, ctx %lld, "
-                "batch %d, KV %s, flash attention %s, repack %s\n",
+                "batch %d, KV %s, flash attention %s, repack %s, %s\n",
                 o.model.c_str(), ids.size(), fronts.size(), o.threads,
                 static_cast<long long>(n_ctx), o.batch, o.kv_type.c_str(), o.flash_attn.c_str(),
-                o.no_repack ? "off" : "on");
+                o.no_repack ? "off" : "on", o.no_mmap ? "weights read" : "weights mapped");
     ds4::bench::CsvWriter csv(o.csv);
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> probes(nullptr, &std::fclose);
     if (!o.dump_probe_ids.empty()) {
@@ -258,6 +260,7 @@ int main(int argc, char** argv) {
     app.add_option("--kv-type", o.kv_type, "KV cache type: f16 (default), f32, bf16, q8_0");
     app.add_option("--flash-attn", o.flash_attn, "auto (default), on or off");
     app.add_flag("--no-repack", o.no_repack, "Keep weights in their file layout (no extra buffers)");
+    app.add_flag("--no-mmap", o.no_mmap, "Read the weights into memory instead of mapping the file");
     app.add_option("--backend-dir", o.backend_dir, "Where the ggml CPU backends are")
         ->option_text("DIR");
     app.add_flag("-v,--verbose", o.verbose, "Show llama.cpp's log");

@@ -118,14 +118,17 @@ run_one() {  # engine case rep
   [[ $engine == ds4 ]] && exe="$bin/ds4-bench" || exe="$bin/ds4-peer-bench"
   local args=(-m "$model" --token-ids "$out/ids.txt" --ctx-start "$ctx" --ctx-max "$ctx"
               --gen-tokens "$gen" --threads "$threads" --csv "$out/$engine-$ctx-r$rep.csv")
-  # Each engine at its fastest: the same prompt batch; ds4 maps the file on huge pages (see
-  # the eviction below); DS4_BENCH_NO_MMAP=1 reads it into huge-page memory instead (--no-mmap).
+  # Each engine at its fastest: the same prompt batch; ds4 reads the weights into huge-page
+  # memory (--no-mmap: decode 1.10-1.13x faster than the huge-page mapping of the file, in one
+  # process alternating over both copies, docs/PERFORMANCE.md "Weights read, not mapped");
+  # DS4_BENCH_MMAP=1 maps the file instead (see the eviction below). llama.cpp maps it (its
+  # default; reading it was not faster and its load took 100 s instead of 40).
   [[ $engine == ds4 ]] && args+=(--prefill-chunk "$batch") || args+=(--batch "$batch")
   # Both engines first prefill one batch untimed (as llama-bench's warm-up run): in a fresh
   # process the first prefill also faults in the scratch memory, which on this VM costs ~2 s
   # per GB (docs/PERFORMANCE.md, "First prefill of a process").
   args+=(--warmup $((ctx < batch ? ctx : batch)))
-  [[ $engine == ds4 && -n ${DS4_BENCH_NO_MMAP:-} ]] && args+=(--no-mmap)
+  [[ $engine == ds4 && -z ${DS4_BENCH_MMAP:-} ]] && args+=(--no-mmap)
   echo "   $engine ctx $ctx rep $rep" >&2
   if ! "$exe" "${args[@]}" > "$out/$engine-$ctx-r$rep.log" 2>&1; then
     echo "side_by_side.sh: $engine failed, see $out/$engine-$ctx-r$rep.log:" >&2
@@ -134,11 +137,11 @@ run_one() {  # engine case rep
   fi
 }
 
-# ds4 maps the weights at a 2 MiB-aligned address with MADV_HUGEPAGE: the page cache then
+# With DS4_BENCH_MMAP=1, ds4 maps the weights at a 2 MiB-aligned address with MADV_HUGEPAGE: the page cache then
 # reads the file in 2 MiB folios, each mapped with one TLB entry, but only for pages not
 # cached yet (cached in small folios, they stay small). So the file leaves the page cache
 # first (POSIX_FADV_DONTNEED, no privileges needed), and ds4's warm-up reads it back.
-if [[ -z ${DS4_BENCH_NO_MMAP:-} ]]; then
+if [[ -n ${DS4_BENCH_MMAP:-} ]]; then
   python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$model"
 fi
 echo "== warm-up (page cache, then $reps repetitions, $threads threads, $gen decode tokens)" >&2

@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "common/error.h"
 
@@ -216,6 +218,38 @@ void* map_huge_aligned(int fd, size_t size) {
     return m;
 }
 
+// Reads [0, size) of fd into dst, in 2 MiB-aligned slices over several threads: the copy's
+// time goes to faulting in and clearing fresh huge pages (9.4 GB in 7.5 s on one thread of
+// this VM), which the threads do in parallel. Returns the offset of the first failed read
+// and its errno (0 when all went well; a file shorter than `size` reads as EIO).
+std::pair<size_t, int> read_in_parallel(int fd, uint8_t* dst, size_t size) {
+    constexpr size_t kSlice = size_t(2) << 20;
+    const size_t slices = (size + kSlice - 1) / kSlice;
+    const size_t n = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+    const size_t threads = std::min(n, slices);
+    std::vector<std::pair<size_t, int>> result(threads, {size, 0});
+    auto read_range = [&](size_t k) {
+        const size_t begin = std::min(size, slices * k / threads * kSlice);
+        const size_t end = std::min(size, slices * (k + 1) / threads * kSlice);
+        for (size_t done = begin; done < end;) {
+            const ssize_t r = ::pread(fd, dst + done, end - done, off_t(done));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                result[k] = {done, r < 0 ? errno : EIO};
+                return;
+            }
+            done += size_t(r);
+        }
+    };
+    std::vector<std::thread> pool;
+    for (size_t k = 1; k < threads; ++k) pool.emplace_back(read_range, k);
+    read_range(0);
+    for (auto& t : pool) t.join();
+    for (const auto& r : result)
+        if (r.second != 0) return r;
+    return {size, 0};
+}
+
 }  // namespace
 
 std::unique_ptr<File> File::open(const std::string& path, Load load) {
@@ -242,17 +276,11 @@ std::unique_ptr<File> File::open(const std::string& path, Load load) {
             e = errno;
             if (m != MAP_FAILED) {
                 madvise(m, size, MADV_HUGEPAGE);  // advice only: fine if THP is off
-                size_t done = 0;
-                while (done < size) {
-                    const ssize_t r = ::pread(fd, static_cast<char*>(m) + done, size - done, off_t(done));
-                    if (r < 0 && errno == EINTR) continue;
-                    if (r <= 0) {
-                        e = r < 0 ? errno : EIO;
-                        munmap(m, size);
-                        ::close(fd);
-                        fail("{}: read failed at byte {} of {}: {}", path, done, size, std::strerror(e));
-                    }
-                    done += size_t(r);
+                const auto [at, err] = read_in_parallel(fd, static_cast<uint8_t*>(m), size);
+                if (err != 0) {
+                    munmap(m, size);
+                    ::close(fd);
+                    fail("{}: read failed at byte {} of {}: {}", path, at, size, std::strerror(err));
                 }
             }
         } else {
