@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -242,7 +243,12 @@ std::pair<size_t, int> read_in_parallel(int fd, uint8_t* dst, size_t size) {
         }
     };
     std::vector<std::thread> pool;
-    for (size_t k = 1; k < threads; ++k) pool.emplace_back(read_range, k);
+    size_t k = 1;
+    try {
+        for (; k < threads; ++k) pool.emplace_back(read_range, k);
+    } catch (const std::system_error&) {  // no more threads: this one reads the rest
+        for (; k < threads; ++k) read_range(k);
+    }
     read_range(0);
     for (auto& t : pool) t.join();
     for (const auto& r : result)

@@ -42,8 +42,15 @@ public:
     // reads in itself), or a private copy read into anonymous memory with transparent huge
     // pages (slower start, twice the memory while the page cache still holds the file; huge
     // pages whatever the cache holds). With 4 KiB pages every token's pass over the weights
-    // misses the TLB: decode measured ~3x slower on a VM.
+    // misses the TLB: decode measured ~3x slower on a VM. On this project's VM the copy also
+    // decodes 1.10-1.18x faster than a mapping on 2 MiB pages (docs/PERFORMANCE.md, "Weights
+    // read, not mapped"); it is read over several threads.
     enum class Load { Map, Copy };
+    // The tools' --no-mmap help (Load::Copy), one text for all of them.
+    static constexpr const char* kCopyHelp =
+        "Read the weights into huge-page memory instead of mapping the file: the file is held "
+        "twice while it stays cached; faster decode on VMs (1.1x here) and when the cached file "
+        "sits on small pages (docs/PERFORMANCE.md)";
     // Maps (or copies) and validates `path`. Throws ds4::Error on any problem.
     static std::unique_ptr<File> open(const std::string& path, Load load = Load::Map);
     // Parses an in-memory image (the fuzz target and tests); `name` appears in messages.

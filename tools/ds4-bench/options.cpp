@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "gguf/reader.h"
+
 namespace ds4::bench {
 
 ParseResult parse_options(int argc, char** argv) {
@@ -58,8 +60,7 @@ ParseResult parse_options(int argc, char** argv) {
                  "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
         ->group("Runtime");
     app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
-                 "Copy the weights into huge-page memory instead of mapping the file: slower start, "
-                 "2x memory; faster decode when the cached file sits on small pages (docs/PERFORMANCE.md)")
+                 gguf::File::kCopyHelp)
         ->group("Runtime");
     app.footer(
         "Each row prefills only the tokens since the previous frontier (prefill_tokens) and times\n"

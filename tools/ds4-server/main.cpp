@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
+#include "gguf/reader.h"
 #include "model/model.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -116,8 +117,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(2, 4096))->group("HTTP API");
     app.add_flag("--cors", o.server.cors, "Send Access-Control-Allow-* headers")->group("HTTP API");
     app.add_flag("--no-mmap", o.no_mmap,
-                 "Copy the weights into huge-page memory instead of mapping the file: slower start, "
-                 "2x memory; faster decode when the cached file sits on small pages (docs/PERFORMANCE.md)");
+                 ds4::gguf::File::kCopyHelp);
     app.add_option("--test-force-output", o.force_output,
                    "TEST ONLY: JSON array of output texts; each request emits the next one "
                    "instead of sampling (docs/SERVER.md)")

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "eval.h"
 #include "generate.h"
+#include "gguf/reader.h"
 #include "inspect.h"
 #include "interactive.h"
 #include "options.h"
@@ -68,8 +69,7 @@ ParseResult parse_options(int argc, char** argv) {
                  "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
         ->group("Evaluation");
     app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
-                 "Copy the weights into huge-page memory instead of mapping the file: slower start, "
-                 "2x memory; faster decode when the cached file sits on small pages (docs/PERFORMANCE.md)")
+                 gguf::File::kCopyHelp)
         ->group("Evaluation");
     auto* prompt = app.add_option("-p,--prompt", o.prompt, "Prompt text (one-shot; without it: interactive chat)")->option_text("TEXT");
     auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
