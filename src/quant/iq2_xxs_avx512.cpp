@@ -20,7 +20,7 @@ float dot_iq2_xxs_q8_k_avx512(int64_t n, const void* w, const void* act) {
     const int64_t nb = n / kQK_K;
     thread_local std::vector<Iq2xxsActBlock> ordered;
     if (ordered.size() < size_t(nb)) ordered.resize(size_t(nb));
-    iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act), ordered.data(), dec.kOrder);
+    iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act), ordered.data());
     return iq2xxs_dot_ordered(dec, nb, static_cast<const BlockIQ2_XXS*>(w), ordered.data());
 }
 

@@ -28,14 +28,13 @@ void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t row
     const int64_t tiles = (n_act + kTile - 1) / kTile;
     static const Iq2xxsLookupDecoder lookup;
     const bool vbmi = iq2xxs_vbmi_active();
-    const Iq2xxsStepOrder order = vbmi ? iq2xxs_vbmi_order() : lookup.kOrder;
     const auto* base = static_cast<const uint8_t*>(W);
     thread_local std::vector<Iq2xxsActBlock> ordered;
     if (ordered.size() < size_t(nb)) ordered.resize(size_t(nb));
     if (n_act == 1) {
-        iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act[0]), ordered.data(), order);
-        if (vbmi) iq2xxs_rows_vbmi(nb, W, w_stride, rows, ordered.data(), y[0]);
-        else iq2xxs_rows_ordered(lookup, nb, base, w_stride, rows, ordered.data(), y[0]);
+        if (vbmi) return iq2xxs_rows_vbmi(nb, W, w_stride, rows, act[0], y[0]);
+        iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act[0]), ordered.data());
+        iq2xxs_rows_ordered(lookup, nb, base, w_stride, rows, ordered.data(), y[0]);
         return;
     }
     // Every activation row reordered and packed once, tile by tile: tile i's codes at
@@ -58,7 +57,11 @@ void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t row
         uint8_t* pc = codes + size_t(i) * tile_bytes;
         float* pd = ad + size_t(i) * tile_floats;
         for (int t = 0; t < m; ++t) {
-            iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act[t0 + t]), ordered.data(), order);
+            if (vbmi) {
+                iq2xxs_pack_act_vbmi(nb, act[t0 + t], m, t, pc, pd);
+                continue;
+            }
+            iq2xxs_order_act(nb, static_cast<const BlockQ8_K*>(act[t0 + t]), ordered.data());
             for (int64_t p = 0; p < np; ++p) {
                 uint8_t* regs[8];
                 for (int j = 0; j < 8; ++j) regs[j] = pc + size_t(((p * 8 + j) * m + t) * 64);

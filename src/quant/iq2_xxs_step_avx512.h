@@ -1,25 +1,24 @@
 // The IQ2_XXS AVX-512 kernels' shared parts (include only from *_avx512.cpp, after
 // x86_simd.h).
 //
-// Steps: the decoders and the one-row kernel work on a block as four steps of 64 values, 8
-// of each of the block's 8 groups, group g in bytes 8g..8g+7 (which 8: Iq2xxsStepOrder, the
-// decoder's choice). So i32 lanes 2g and 2g+1 hold two halves of group g in every step:
-// vpdpbusd accumulates the four steps in one register. The activation is put in the same
-// order once per call (Iq2xxsActBlock).
-//
 // Pair lanes: the sums go in pairs of blocks (2i, 2i+1; an odd last block pairs with an empty
 // one), i32 lane l holding group l % 8 of block 2i + l / 8. Per pair and lane the integer is
 // exact:
 //   L_l = (2l+1 of the group) * sum of its 32 products w * a,
 // then acc_l += float(L_l) * (d_a * d_w of the lane's block), and the result is 1/8 of the
-// lanes' sum. The one-row kernel adds the half-group lanes of two blocks into pair lanes (two
-// vpermt2d and an add per pair); the multi-row kernel decodes and packs straight into pair
-// lanes, so its inner loop pays one convert, multiply and FMA per two blocks and token. Every
-// AVX-512 kernel (one row, many rows, either decoder) forms exactly these lanes in this order,
-// so all give the same bits; they differ from the scalar kernel only in float order.
+// lanes' sum. Every AVX-512 kernel (one row, many rows, either decoder) forms exactly these
+// lanes in this order, so all give the same bits; they differ from the scalar kernel only in
+// float order.
 //
-// Decoders make a block's steps: Iq2xxsLookupDecoder here (eight 8-byte codebook loads per
-// step, sign bytes from a table), and the AVX512-VBMI one in iq2_xxs_vbmi_avx512.cpp.
+// Two decoders: the AVX512-VBMI one (iq2_xxs_vbmi_avx512.cpp) works on pairs of blocks in pair
+// lanes from the start. The lookup decoder here (eight 8-byte codebook loads per step, sign
+// bytes from a table) works on a block as four steps of 64 values, chunk k of each of the
+// block's 8 groups in step k, group g in bytes 8g..8g+7, so i32 lanes 2g and 2g+1 hold two
+// halves of group g in every step and vpdpbusd accumulates the four steps in one register;
+// the activation is put in the same order once per call (Iq2xxsActBlock). Its one-row kernel
+// adds the half-group lanes of two blocks into pair lanes (two vpermt2d and an add per pair);
+// the multi-row kernel decodes and packs straight into pair lanes (either decoder), so its
+// inner loop pays one convert, multiply and FMA per two blocks and token.
 #pragma once
 
 #include <cstdint>
@@ -40,25 +39,17 @@ struct alignas(64) Iq2xxsActBlock {
     float d;
 };
 
-// Two IQ2_XXS blocks decoded for the multi-row kernel, in pair lanes: w[j] holds values
-// 4j..4j+3 of every lane's group (signed), then per lane the group's 2l+1, minus the
-// weight-only term of the a + 128 activation packing (-128 * the lane's weight sum), and the
-// block's d (0 in the empty half of an odd last pair).
+// Two IQ2_XXS blocks decoded for the multi-row kernel, in pair lanes: w[j] holds four signed
+// values of every lane's group (the lookup decoder: values 4j..4j+3; the VBMI one: value j of
+// each of the group's four chunks), then per lane the group's 2l+1, minus the weight-only term
+// of the a + 128 activation packing (-128 * the lane's weight sum), and the block's d (0 in
+// the empty half of an odd last pair). The activation packing follows the decoder's order.
 struct alignas(64) Iq2xxsDecodedPair {
     int8_t w[8][64];
     int32_t scale[16];
     int32_t neg_corr[16];
     float d[16];
 };
-
-// Which values a step holds in the 8 bytes of group g (the decoder decides; the activation
-// is put in the same order):
-//   kChunks: step k holds chunk k (values 8k..8k+7) of the group, byte j = value 8k + j;
-//   kValues: step j holds values j and j + 4 of every chunk, byte 2k + h = value 8k + j + 4h
-//     (the order in which the VBMI decoder's vgf2p8affineqb leaves a point's 2-bit codes).
-// Either way dword lanes 2g and 2g+1 hold group g's products only, so the group sums and the
-// pair lanes below are the same integers.
-enum class Iq2xxsStepOrder { kChunks, kValues };
 
 namespace {
 
@@ -67,16 +58,12 @@ struct Iq2xxsSteps {
     __mmask64 neg[4];   // values whose sign is negative
 };
 
-// Puts n/256 Q8_K blocks in step order (once per call; shared by every weight row).
-inline void iq2xxs_order_act(int64_t nb, const BlockQ8_K* a, Iq2xxsActBlock* out,
-                             Iq2xxsStepOrder order) {
+// Puts n/256 Q8_K blocks in the lookup decoder's step order (once per call; shared by every
+// weight row): q[k][8g + j] = qs[32g + 8k + j].
+inline void iq2xxs_order_act(int64_t nb, const BlockQ8_K* a, Iq2xxsActBlock* out) {
     for (int64_t b = 0; b < nb; ++b) {
-        if (order == Iq2xxsStepOrder::kChunks) {
-            for (int k = 0; k < 4; ++k)
-                for (int g = 0; g < 8; ++g) std::memcpy(out[b].q[k] + 8 * g, a[b].qs + 32 * g + 8 * k, 8);
-        } else {
-            iq2xxs_order_values_vbmi(a[b], out[b]);
-        }
+        for (int k = 0; k < 4; ++k)
+            for (int g = 0; g < 8; ++g) std::memcpy(out[b].q[k] + 8 * g, a[b].qs + 32 * g + 8 * k, 8);
         out[b].d = a[b].d;
     }
 }
@@ -106,7 +93,6 @@ inline __m512i iq2xxs_pair_sum(__m512i a, __m512i b) {
 }
 
 struct Iq2xxsLookupDecoder {
-    static constexpr Iq2xxsStepOrder kOrder = Iq2xxsStepOrder::kChunks;
     void block(const BlockIQ2_XXS& x, Iq2xxsSteps& st) const {
         uint32_t idx[8], aux[8];
         for (int g = 0; g < 8; ++g) {

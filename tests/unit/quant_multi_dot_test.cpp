@@ -145,13 +145,9 @@ TEST(MultiDot, FollowsTheIsaCapLikeDotKernel) {
     set_isa_cap(Isa::Avx512Vnni);
 }
 
-// The IQ2_XXS AVX-512 kernels decode blocks by codebook lookups or, on AVX512-VBMI CPUs, by
-// vector permutes: both paths give the same bits, single row and multi-row (every codebook
-// point and sign pattern occurs in the random rows).
-TEST(MultiDot, Iq2xxsLookupAndVbmiPathsAgree) {
-    if (!isa_supported(Isa::Avx512Vnni) || !iq2xxs_vbmi_active()) GTEST_SKIP() << "no AVX512-VBMI";
+void expect_iq2xxs_paths_agree(int64_t n) {
     std::mt19937 rng(9);
-    const int64_t n = 2048, rows = 64, n_act = 11;
+    const int64_t rows = 64, n_act = 11;
     const TensorType t = TensorType::IQ2_XXS;
     const auto W = random_weights(t, rows, n, rng);
     const size_t rb = row_bytes(t, n), ab = row_bytes(TensorType::Q8_K, n);
@@ -185,6 +181,18 @@ TEST(MultiDot, Iq2xxsLookupAndVbmiPathsAgree) {
     // And both equal the multi-row results of the other path, pair by pair.
     for (int64_t i = 0; i < rows * n_act; ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(vbmi[size_t(i)]), std::bit_cast<uint32_t>(vbmi[size_t(rows * n_act + i)]));
+}
+
+// The IQ2_XXS AVX-512 kernels decode blocks by codebook lookups or, on AVX512-VBMI CPUs, by
+// vector permutes (one block at a time for many activations, two blocks at a time for one):
+// every path gives the same bits, single row and multi-row (every codebook point and sign
+// pattern occurs in the random rows), for even and odd numbers of blocks per row.
+TEST(MultiDot, Iq2xxsLookupAndVbmiPathsAgree) {
+    if (!isa_supported(Isa::Avx512Vnni) || !iq2xxs_vbmi_active()) GTEST_SKIP() << "no AVX512-VBMI";
+    for (const int64_t n : {256, 768, 2048}) {
+        SCOPED_TRACE(n);
+        expect_iq2xxs_paths_agree(n);
+    }
 }
 
 TEST(MultiDot, NoneForFormatsWithoutOneOrInCompatMode) {
