@@ -215,6 +215,12 @@ probes = []
 for r in range(1, reps + 1):
     m = re.search(r"median ([0-9.]+) GB/s", open(f"{out}/membw-r{r}.txt").read())
     probes.append(float(m.group(1)))
+# The long probe is one moment of a VM whose memory speed moves within minutes; the share of
+# the probe taken right before each repetition is the steadier reading.
+for ctx, (a, b) in decode.items():
+    shares = [bpt_ds4[ctx] * a[r] / 1e9 / probes[r] for r in range(reps)]
+    print(f"- decode at context {ctx}, against the short probe before each repetition: ds4 "
+          f"{100 * statistics.median(shares):.0f}% (median; {100 * min(shares):.0f}-{100 * max(shares):.0f}%)")
 print()
 print("Per repetition: the short probe before it, then each context's decode t/s (ds4 / "
       "llama.cpp = ratio; ds4's share of that probe).\n")
