@@ -28,7 +28,6 @@
 #include "quant/blocks.h"
 #include "quant/iq2_xxs.h"
 #include "quant/iq2_xxs_grid.h"
-#include "quant/iq2_xxs_vbmi.h"
 #include "quant/prefetch.h"
 
 namespace ds4::quant {
