@@ -23,7 +23,7 @@
 #include "common/error.h"
 #include "gguf/reader.h"
 #include "gguf/tensor_type.h"
-#include "model/config.h"
+#include "model/deepseek4/config.h"
 
 namespace {
 
@@ -37,7 +37,7 @@ int layer_of(const std::string& name) {
 
 int run(const std::string& path, const std::vector<int64_t>& ctxs) {
     const auto file = ds4::gguf::File::open(path);
-    const auto cfg = ds4::model::ModelConfig::from_gguf(*file);
+    const auto cfg = ds4::deepseek4::ModelConfig::from_gguf(*file);
     double dense = 0, routed = 0, shared = 0, embd = 0, output = 0;
     std::map<std::string, double> by_type;  // the same bytes, per tensor type
     std::vector<double> skipped(ctxs.size(), 0.0);  // per --ctx: indexer bytes ds4 skips there

@@ -28,7 +28,8 @@
 
 #include "common/error.h"
 #include "gguf/tensor_type.h"
-#include "model/model.h"
+#include "model/deepseek4/model.h"
+#include "model/session.h"
 #include "ops/matmul.h"
 
 namespace {
@@ -113,7 +114,8 @@ int main(int argc, char** argv) try {
     if (path.empty())
         ds4::fail("usage: forward_bench -m FILE [--prefill N] [--decode N] [--threads N] [--warm 0|1] "
                   "[--reps N] [--chunk N[,N...]] [--no-mmap] [--profile]");
-    auto model = ds4::model::Model::load(path, no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map);
+    auto model = ds4::deepseek4::Model::load(
+        path, {.threads = threads, .load = no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map});
     if (!no_mmap) {
         char resolved[4096];
         touch_mapping(realpath(path.c_str(), resolved) ? resolved : path);
@@ -124,7 +126,6 @@ int main(int argc, char** argv) try {
     for (auto& t : ids) t = int32_t(rng() % cfg.n_vocab);
     ds4::model::SessionOptions opt;
     opt.ctx = prefill + decode + 1;
-    opt.threads = threads;
     if (warm) {
         opt.prefill_chunk = chunks[0];  // the timed reps' buffers, grown once here
         ds4::model::Session s(*model, opt);

@@ -32,7 +32,7 @@ const char* to_string(StopReason r) {
     return "?";
 }
 
-Engine::Engine(const model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt)
+Engine::Engine(model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt)
     : model_(model), tok_(tok), session_(model, opt) {}
 
 SyncResult Engine::sync(const std::vector<int32_t>& tokens, const Progress& progress,
@@ -42,7 +42,7 @@ SyncResult Engine::sync(const std::vector<int32_t>& tokens, const Progress& prog
     if (n >= ctx())
         fail("context exceeded: the prompt is {} tokens but the context holds {} (including the "
              "reply)", n, ctx());
-    const int64_t V = model_.config().n_vocab;
+    const int64_t V = model_.info().n_vocab;
     for (int32_t t : tokens)
         if (t < 0 || t >= V) fail("token id {} out of range [0, {})", t, V);
 
@@ -80,7 +80,7 @@ GenerateResult Engine::generate(const GenerateOptions& opt,
     if (logits_pos_ != session_.pos()) fail("generate() needs a sync() first");
     sampling::Sampler sampler(opt.sampling);
     const int32_t eos = tok_.special().eos;
-    const size_t V = size_t(model_.config().n_vocab);
+    const size_t V = size_t(model_.info().n_vocab);
     GenerateResult r;
     const auto t0 = clock_type::now();
     size_t forced_at = 0;
@@ -105,6 +105,22 @@ GenerateResult Engine::generate(const GenerateOptions& opt,
     }
     r.seconds = seconds_since(t0);
     return r;
+}
+
+}  // namespace ds4::engine
+
+namespace ds4::engine {
+
+std::vector<uint8_t> Engine::save_state() const {
+    const bool ready = logits_pos_ == session_.pos() && session_.pos() > 0;
+    return model_.save_state(session_.sequence(), ready ? std::span<const float>(logits_) : std::span<const float>());
+}
+
+void Engine::load_state(std::span<const uint8_t> bytes) {
+    std::vector<float> logits;
+    model_.load_state(bytes, session_.sequence(), &logits);
+    logits_ = std::move(logits);
+    logits_pos_ = logits_.empty() ? -1 : session_.pos();
 }
 
 }  // namespace ds4::engine

@@ -3,7 +3,7 @@
 // reusing the longest common prefix it already holds and evaluating only the rest; generate()
 // samples, reports and evaluates tokens until a stop. Not thread-safe: one caller at a time.
 //
-//   Engine e(model, tok, {.ctx = 8192, .threads = 2});
+//   Engine e(model, tok, {.ctx = 8192});
 //   e.sync(prompt_ids);                              // prefill (only the new suffix)
 //   e.generate(opts, [&](int32_t id) { ...; return true; });
 //   transcript = prompt_ids + generated ids; next turn: e.sync(transcript + new turn)
@@ -16,9 +16,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
-#include "model/model.h"
+#include "model/session.h"
 #include "sampling/sampler.h"
 
 namespace ds4::tokenizer {
@@ -64,7 +65,7 @@ struct GenerateResult {
 
 class Engine {
 public:
-    Engine(const model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt);
+    Engine(model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt);
 
     // Makes the session hold exactly `tokens` (non-empty, shorter than the context) with the
     // logits of its last position ready for generate(). Chunks of options().prefill_chunk;
@@ -84,10 +85,17 @@ public:
     const std::vector<int32_t>& tokens() const { return session_.tokens(); }
     model::Session& session() { return session_; }
     const model::Model& model() const { return model_; }
+
+    // The live session's state with the logits of its last position (docs/STATE_FORMAT.md),
+    // and back: after load_state() the session holds the saved tokens and generate() can run
+    // at once. Throws ds4::Error for a state of another model, a corrupted one, or one that
+    // does not fit the context; the session is then unchanged.
+    std::vector<uint8_t> save_state() const;
+    void load_state(std::span<const uint8_t> bytes);
     const tokenizer::Tokenizer& tokenizer() const { return tok_; }
 
 private:
-    const model::Model& model_;
+    model::Model& model_;
     const tokenizer::Tokenizer& tok_;
     model::Session session_;
     std::vector<float> logits_;  // next-token logits after the session's last position...

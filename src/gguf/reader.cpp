@@ -219,28 +219,36 @@ void* map_huge_aligned(int fd, size_t size) {
     return m;
 }
 
-// Reads [0, size) of fd into dst, in 2 MiB-aligned slices over several threads: the copy's
-// time goes to faulting in and clearing fresh huge pages (9.4 GB in 7.5 s on one thread of
-// this VM), which the threads do in parallel. Returns the offset of the first failed read
-// and its errno (0 when all went well; a file shorter than `size` reads as EIO).
-std::pair<size_t, int> read_in_parallel(int fd, uint8_t* dst, size_t size) {
+// Reads the byte ranges [offset, offset + length) of fd into the same offsets of dst, in
+// slices of at most 2 MiB over several threads: the copy's time goes to faulting in and
+// clearing fresh huge pages (9.4 GB in 7.5 s on one thread of this VM), which the threads do
+// in parallel. Returns the offset of the first failed read and its errno (0 when all went
+// well; a file shorter than a range reads as EIO).
+std::pair<size_t, int> read_in_parallel(int fd, uint8_t* dst,
+                                        const std::vector<std::pair<size_t, size_t>>& ranges) {
     constexpr size_t kSlice = size_t(2) << 20;
-    const size_t slices = (size + kSlice - 1) / kSlice;
-    const size_t n = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
-    const size_t threads = std::min(n, slices);
-    std::vector<std::pair<size_t, int>> result(threads, {size, 0});
-    auto read_range = [&](size_t k) {
-        const size_t begin = std::min(size, slices * k / threads * kSlice);
-        const size_t end = std::min(size, slices * (k + 1) / threads * kSlice);
-        for (size_t done = begin; done < end;) {
-            const ssize_t r = ::pread(fd, dst + done, end - done, off_t(done));
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) {
-                result[k] = {done, r < 0 ? errno : EIO};
-                return;
-            }
-            done += size_t(r);
+    std::vector<std::pair<size_t, size_t>> slices;  // [begin, end)
+    for (const auto& [off, len] : ranges)
+        for (size_t b = off; b < off + len;) {
+            const size_t e = std::min(off + len, (b / kSlice + 1) * kSlice);
+            slices.emplace_back(b, e);
+            b = e;
         }
+    const size_t n = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+    const size_t threads = std::max<size_t>(1, std::min(n, slices.size()));
+    std::vector<std::pair<size_t, int>> result(threads, {0, 0});
+    auto read_range = [&](size_t k) {
+        const size_t first = slices.size() * k / threads, last = slices.size() * (k + 1) / threads;
+        for (size_t i = first; i < last; ++i)
+            for (size_t done = slices[i].first; done < slices[i].second;) {
+                const ssize_t r = ::pread(fd, dst + done, slices[i].second - done, off_t(done));
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) {
+                    result[k] = {done, r < 0 ? errno : EIO};
+                    return;
+                }
+                done += size_t(r);
+            }
     };
     std::vector<std::thread> pool;
     size_t k = 1;
@@ -253,12 +261,12 @@ std::pair<size_t, int> read_in_parallel(int fd, uint8_t* dst, size_t size) {
     for (auto& t : pool) t.join();
     for (const auto& r : result)
         if (r.second != 0) return r;
-    return {size, 0};
+    return {0, 0};
 }
 
 }  // namespace
 
-std::unique_ptr<File> File::open(const std::string& path, Load load) {
+std::unique_ptr<File> File::open(const std::string& path, Load load, const TensorFilter& keep) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
     struct stat st {};
@@ -277,12 +285,12 @@ std::unique_ptr<File> File::open(const std::string& path, Load load) {
     if (size > 0) {
         void* m = MAP_FAILED;
         int e = 0;
-        if (load == Load::Copy) {
+        if (load == Load::Copy && !keep) {
             m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             e = errno;
             if (m != MAP_FAILED) {
                 madvise(m, size, MADV_HUGEPAGE);  // advice only: fine if THP is off
-                const auto [at, err] = read_in_parallel(fd, static_cast<uint8_t*>(m), size);
+                const auto [at, err] = read_in_parallel(fd, static_cast<uint8_t*>(m), {{0, size}});
                 if (err != 0) {
                     munmap(m, size);
                     ::close(fd);
@@ -293,15 +301,22 @@ std::unique_ptr<File> File::open(const std::string& path, Load load) {
             m = map_huge_aligned(fd, size);
             e = errno;
         }
-        ::close(fd);
-        if (m == MAP_FAILED) fail("{}: cannot map {} bytes: {}", path, size, std::strerror(e));
+        if (m == MAP_FAILED) {
+            ::close(fd);
+            fail("{}: cannot map {} bytes: {}", path, size, std::strerror(e));
+        }
         f->map_ = m;
         f->map_size_ = size;
         f->bytes_ = {static_cast<const uint8_t*>(m), size};
-    } else {
-        ::close(fd);
     }
-    f->parse_all();  // on throw, ~File unmaps
+    try {
+        f->parse_all();  // on throw, ~File unmaps
+        if (load == Load::Copy && keep && size > 0) f->copy_kept(fd, keep);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    ::close(fd);
     return f;
 }
 
@@ -311,6 +326,31 @@ std::unique_ptr<File> File::parse(std::span<const uint8_t> bytes, const std::str
     f->bytes_ = bytes;
     f->parse_all();
     return f;
+}
+
+void File::copy_kept(int fd, const TensorFilter& keep) {
+    const size_t size = bytes_.size();
+    void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) fail("{}: cannot reserve {} bytes: {}", path_, size, std::strerror(errno));
+    madvise(m, size, MADV_HUGEPAGE);  // advice only: fine if THP is off
+    std::vector<std::pair<size_t, size_t>> ranges = {{0, size_t(data_offset_)}};
+    for (const TensorInfo& t : tensors_)
+        if (keep(t)) ranges.emplace_back(size_t(data_offset_ + t.offset), size_t(t.n_bytes));
+    const auto [at, err] = read_in_parallel(fd, static_cast<uint8_t*>(m), ranges);
+    if (err != 0) {
+        munmap(m, size);
+        fail("{}: read failed at byte {} of {}: {}", path_, at, size, std::strerror(err));
+    }
+    munmap(map_, map_size_);
+    map_ = m;
+    map_size_ = size;
+    bytes_ = {static_cast<const uint8_t*>(m), size};
+    for (const TensorInfo& t : tensors_) {
+        if (keep(t)) continue;
+        // Never read: data() of such a tensor points at zero pages. Recorded so that tests and
+        // tools can tell (holds()).
+        skipped_.insert(t.name);
+    }
 }
 
 File::~File() {

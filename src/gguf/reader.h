@@ -9,6 +9,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <map>
 #include <memory>
 #include <span>
@@ -51,8 +53,12 @@ public:
         "Read the weights into huge-page memory instead of mapping the file: the file is held "
         "twice while it stays cached; faster decode on VMs (1.1x here) and when the cached file "
         "sits on small pages (docs/PERFORMANCE.md)";
+    // Which tensors a Copy load reads (the others' pages stay untouched: a process that runs a
+    // range of layers holds only its share of the file). Empty: all of them.
+    using TensorFilter = std::function<bool(const TensorInfo&)>;
     // Maps (or copies) and validates `path`. Throws ds4::Error on any problem.
-    static std::unique_ptr<File> open(const std::string& path, Load load = Load::Map);
+    static std::unique_ptr<File> open(const std::string& path, Load load = Load::Map,
+                                      const TensorFilter& keep = {});
     // Parses an in-memory image (the fuzz target and tests); `name` appears in messages.
     // The bytes must outlive the File.
     static std::unique_ptr<File> parse(std::span<const uint8_t> bytes, const std::string& name);
@@ -83,10 +89,13 @@ public:
     const TensorInfo& tensor(const std::string& name) const;      // throws when absent
     // Pointer to the tensor's first byte inside the mapping (valid for the File's lifetime).
     const uint8_t* data(const TensorInfo& t) const { return bytes_.data() + data_offset_ + t.offset; }
+    // Whether the tensor's bytes are here (false only for tensors a Copy load's filter left out).
+    bool holds(const TensorInfo& t) const { return !skipped_.count(t.name); }
 
 private:
     File() = default;
     void parse_all();
+    void copy_kept(int fd, const TensorFilter& keep);
 
     std::string path_;
     std::span<const uint8_t> bytes_;
@@ -99,6 +108,7 @@ private:
     std::map<std::string, size_t> kv_index_;
     std::vector<TensorInfo> tensors_;
     std::map<std::string, size_t> tensor_index_;
+    std::set<std::string> skipped_;
 };
 
 }  // namespace ds4::gguf

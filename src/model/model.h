@@ -1,115 +1,177 @@
-// The DeepSeek V4 model on the CPU: a loaded, validated GGUF (Model) and one evaluation
-// timeline over it (Session) with the per-layer KV state of ARCHITECTURE.md §4.
+// The execution interface every model family implements (docs/ARCHITECTURE.md, "Execution
+// interface"). A Model is loaded once (weights, one thread pool, scratch) and serves any number
+// of Sequences: plain objects the caller owns, each holding one timeline's KV state, positions
+// and token history. One call evaluates rows of several sequences at once (a Batch), reading
+// every weight matrix once for all of them; each sequence's results are bit-identical to
+// evaluating it alone with the same chunking.
 //
-//   auto model = Model::load("ds4flash.gguf");
-//   Session s(*model, {.ctx = 4096, .threads = 2});
-//   s.eval(tokens, &logits);           // prefill (chunked), logits of every position
-//   s.eval({next}, &logits);           // decode one token
-//   s.truncate(n);                     // back to the first n tokens
+// A model may hold only a range of its layers (LayerRange, e.g. "0:20" or "21:output"): then
+// it exposes the three stages separately, and a pipeline chains them over processes:
+//
+//   hidden = embed(batch)                  (range starts at layer 0)
+//   hidden = eval_layers(batch, hidden)    (this range's layers; advances the sequences)
+//   logits = head(batch, hidden)           (range ends with the output head)
+//
+// The hidden state between stages is [rows][hidden_size()] floats (DeepSeek V4: the four
+// hyper-connection streams of n_embd values each). eval() runs all three.
+//
+// Calls on one Model are serialized (an internal lock): the pool and scratch are shared.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/thread_pool.h"
 #include "gguf/reader.h"
-#include "model/config.h"
-#include "model/weights.h"
-#include "ops/rope.h"
+#include "model/decision_log.h"
+#include "model/layer_range.h"
 
 namespace ds4::model {
 
-class Model {
-public:
-    // Opens, validates (metadata and every tensor's shape/type) and binds. Throws ds4::Error.
-    static std::unique_ptr<Model> load(const std::string& path,
-                                       gguf::File::Load how = gguf::File::Load::Map);
-
-    const ModelConfig& config() const { return cfg_; }
-    const Weights& weights() const { return w_; }
-    const gguf::File& file() const { return *file_; }
-    // RoPE of layer il: plain for ratio-0 layers, compressed base + YaRN otherwise.
-    const ops::Rope& rope(uint32_t il) const;
-
-private:
-    std::unique_ptr<gguf::File> file_;
-    ModelConfig cfg_;
-    Weights w_;
-    std::unique_ptr<ops::Rope> rope_plain_, rope_compressed_;
+// The model's identity: architecture, shape, and hashes that tell whether a saved state fits.
+struct ModelInfo {
+    std::string architecture;   // general.architecture, e.g. "deepseek4"
+    std::string name;           // general.name
+    uint32_t n_vocab = 0;
+    uint32_t n_layer = 0;       // of the whole model (the range holds a part)
+    int64_t hidden_size = 0;    // floats per row of the hidden state between layers
+    uint64_t trained_ctx = 0;   // the context length the model was trained for
+    LayerRange range;
+    // XXH3-128 of the model's metadata (every key/value but general.*): equal for every range
+    // of one model and for its split files.
+    std::array<uint8_t, 16> metadata_hash{};
 };
 
-struct SessionOptions {
-    int64_t ctx = 4096;          // maximum positions
-    int threads = 1;
-    int64_t prefill_chunk = 512;  // tokens per batch in eval(); 1 = token-by-token decode
-    bool qat = true;             // FP8 KV / FP4 indexer simulations (off to match llama.cpp)
-    // truncate() back by up to this many positions is O(1): the raw window and compressor
-    // rings keep that many extra positions. Farther rewinds recompute the kept prefix.
+struct SequenceOptions {
+    int64_t ctx = 4096;           // maximum positions
+    bool qat = true;              // FP8 KV / FP4 indexer simulations (off to match llama.cpp)
+    // rewind() back by up to this many positions is O(1): the raw window and compressor rings
+    // keep that many extra positions. Farther rewinds need the prefix evaluated again.
     int64_t rewind_slack = 512;
 };
 
-// Optional record of the discrete decisions, for comparison with the oracle.
-struct DecisionLog {
-    // Per evaluated position and layer: chosen expert ids (in selection order).
-    std::vector<std::vector<std::vector<int32_t>>> experts;   // [pos][layer][k]
-    // Per position and ratio-4 layer: selected compressed rows (ascending), only when the
-    // indexer had to choose (more visible rows than top-k).
-    std::vector<std::vector<std::vector<int32_t>>> indexer;   // [pos][layer][...]
-    // How close each routed (non-hash) expert choice was: the biased score of the last chosen
-    // expert minus that of the best one left out (>= 0). NaN for hash layers.
-    std::vector<std::vector<float>> expert_margin;            // [pos][layer]
-};
-
-class Session {
+// One timeline's state for the layers of a model's range. Created by Model::new_sequence and
+// usable only with that model; the caller owns it. Copyable through clone()/assign() (memory
+// snapshots) and serializable through Model::save_state / load_state.
+class Sequence {
 public:
-    Session(const Model& model, SessionOptions opt);
-    ~Session();
-
-    // Evaluates tokens at positions pos() .. pos()+n-1, in chunks of prefill_chunk. If logits
-    // is non-null it receives [n][n_vocab] (all_logits) or [n_vocab] of the last token.
-    void eval(const std::vector<int32_t>& tokens, std::vector<float>* logits,
-              bool all_logits = false);
-    // Forgets everything from position n on (n <= pos()); the state equals a fresh run over
-    // the first n tokens. Cheap within options().rewind_slack positions (see can_rewind), a
-    // recomputation of the kept prefix otherwise.
-    void truncate(int64_t n);
-    void reset() { truncate(0); }
-    // Whether truncate(n) is a cheap rewind (no recomputation).
-    bool can_rewind(int64_t n) const;
-    // The longest prefix of `tokens` this session already holds.
-    int64_t common_prefix(const std::vector<int32_t>& tokens) const;
-
-    // A full copy of the KV state (memory: the whole state), to come back to later, e.g. after
-    // a decode probe. restore() requires a snapshot of a session over the same model and
-    // options.
-    class Snapshot;
-    std::shared_ptr<const Snapshot> snapshot() const;
-    void restore(const Snapshot& snap);
+    virtual ~Sequence() = default;
 
     int64_t pos() const { return int64_t(tokens_.size()); }
     const std::vector<int32_t>& tokens() const { return tokens_; }
-    const SessionOptions& options() const { return opt_; }
-    // Bytes of KV state this session allocated (raw rings, compressed caches, compressor
-    // rings, all sized for the whole context and the rewind slack).
-    int64_t state_bytes() const;
-    // Bytes of KV state the positions held now occupy: the raw window rows in use, the
-    // compressed and indexer rows written, the compressors' open windows.
-    int64_t state_bytes_used() const;
+    const SequenceOptions& options() const { return opt_; }
+    // The longest prefix of `tokens` this sequence holds.
+    int64_t common_prefix(std::span<const int32_t> tokens) const;
+
+    // Whether the state after the first n positions is recoverable without evaluating again,
+    // and that rewind (requires can_rewind(n)).
+    virtual bool can_rewind(int64_t n) const = 0;
+    virtual void rewind(int64_t n) = 0;
+    // Back to no positions (always possible).
+    virtual void clear() = 0;
+
+    // Bytes of state allocated (sized for the whole context and the rewind slack), and bytes
+    // the positions held now occupy.
+    virtual int64_t state_bytes() const = 0;
+    virtual int64_t state_bytes_used() const = 0;
+
+    // A full copy (memory snapshot), and restoring one of the same model and options.
+    virtual std::unique_ptr<Sequence> clone() const = 0;
+    virtual void assign(const Sequence& other) = 0;
+
+    // Optional record of the discrete decisions of every position evaluated from now on.
     void set_decision_log(DecisionLog* log) { log_ = log; }
+    DecisionLog* decision_log() const { return log_; }
 
-    struct LayerState;
+protected:
+    explicit Sequence(SequenceOptions opt) : opt_(opt) {}
+    Sequence(const Sequence&) = default;
+    Sequence& operator=(const Sequence&) = default;
 
-private:
-    void eval_chunk(const int32_t* tokens, int64_t n, float* logits, bool all_logits);
-
-    const Model& model_;
-    SessionOptions opt_;
-    ThreadPool pool_;
-    std::vector<int32_t> tokens_;
-    std::vector<std::unique_ptr<LayerState>> layers_;
+    SequenceOptions opt_;
+    std::vector<int32_t> tokens_;  // every position evaluated, in order
     DecisionLog* log_ = nullptr;
 };
+
+// Which logits a batch item wants.
+enum class Logits { None, Last, All };
+
+// Rows of one sequence in a batch: `tokens` at positions seq->pos() .. pos()+n-1. With
+// logits != None, `logits` receives [1 or n][n_vocab] floats (head() or eval()).
+struct BatchItem {
+    Sequence* seq = nullptr;
+    std::span<const int32_t> tokens;
+    Logits want = Logits::None;
+    float* logits = nullptr;
+};
+// The rows of a call: items in order, each item's tokens in order. A sequence appears at most
+// once per call.
+using Batch = std::span<const BatchItem>;
+int64_t batch_rows(Batch b);
+
+class ExpertSource;
+
+class Model {
+public:
+    virtual ~Model() = default;
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    virtual const ModelInfo& info() const = 0;
+    // The GGUF the model was loaded from (its tokenizer and template metadata live there).
+    virtual const gguf::File& file() const = 0;
+    virtual std::unique_ptr<Sequence> new_sequence(const SequenceOptions& opt) const = 0;
+    // Bytes a sequence with these options allocates, without allocating it.
+    virtual int64_t sequence_bytes(const SequenceOptions& opt) const = 0;
+
+    // The stages (see the top of this file). Each checks the batch (sequences of this model,
+    // valid token ids, room in every context) and throws ds4::Error before changing anything.
+    // hidden is [batch_rows(b)][info().hidden_size].
+    virtual void embed(Batch b, float* hidden) = 0;
+    virtual void eval_layers(Batch b, float* hidden) = 0;  // appends each item's tokens
+    virtual void head(Batch b, const float* hidden) = 0;
+    // embed + eval_layers + head; the range must be the whole model.
+    virtual void eval(Batch b) = 0;
+
+    // A sequence's state as bytes (docs/STATE_FORMAT.md), with optional next-token logits
+    // ([n_vocab], e.g. to sample at once after loading), and back. load_state checks the
+    // checksum, the format version and that the state belongs to this model and range, and
+    // throws ds4::Error saying what differs; `seq` is unchanged on error.
+    virtual std::vector<uint8_t> save_state(const Sequence& seq,
+                                            std::span<const float> logits = {}) const = 0;
+    virtual void load_state(std::span<const uint8_t> bytes, Sequence& seq,
+                            std::vector<float>* logits = nullptr) const = 0;
+
+    // Where routed-expert weights come from (resident by default); see model/expert_source.h.
+    virtual void set_expert_source(std::shared_ptr<ExpertSource> source) = 0;
+
+    ThreadPool& pool() { return pool_; }
+
+protected:
+    explicit Model(int threads) : pool_(threads) {}
+
+private:
+    ThreadPool pool_;
+};
+
+struct OpenOptions {
+    int threads = 1;
+    gguf::File::Load load = gguf::File::Load::Map;
+    // Layers to hold; unset = the whole model. Parsed with LayerRange::parse once n_layer is
+    // known (e.g. "0:20", "21:output").
+    std::string layers;
+};
+
+// Opens a GGUF as the model family its general.architecture names ("deepseek4"). Throws
+// ds4::Error naming the file and what is wrong.
+std::unique_ptr<Model> open(const std::string& path, const OpenOptions& opt = {});
+// The configuration the family derives from a file, as --inspect prints it; throws ds4::Error
+// when this build cannot run the file.
+std::string describe(const gguf::File& f);
 
 }  // namespace ds4::model

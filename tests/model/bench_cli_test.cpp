@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "gguf/reader.h"
-#include "model/config.h"
-#include "model/model.h"
+#include "model/deepseek4/config.h"
+#include "model/deepseek4/model.h"
 #include "tool_run.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 using oracle::binary;
@@ -287,4 +287,4 @@ TEST_F(BenchCli, DecodeBytesLeavesOutTheIndexerQueriesBelowTopK) {
 }
 
 }  // namespace
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "compare.h"
-#include "model/model.h"
+#include "model/deepseek4/model.h"
+#include "model/session.h"
 #include "tool_run.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 TEST(CliEval, DumpedLogitsEqualTheLibrarysForEveryChunkSize) {
@@ -24,7 +25,7 @@ TEST(CliEval, DumpedLogitsEqualTheLibrarysForEveryChunkSize) {
     const auto ids = oracle::random_token_ids(40, V, 3);
     oracle::write_token_ids(dir.file("ids.txt"), ids);
 
-    Session s(*m, {.ctx = 64, .threads = 1, .prefill_chunk = 40, .qat = false});
+    model::Session s(*m, {.ctx = 64, .prefill_chunk = 40, .qat = false});
     std::vector<float> expected;
     s.eval(ids, &expected, /*all_logits=*/true);
 
@@ -70,4 +71,4 @@ TEST(CliEval, GreedyContinuationAndErrors) {
 }
 
 }  // namespace
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

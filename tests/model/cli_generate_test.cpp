@@ -16,11 +16,12 @@
 
 #include "chat/output_parser.h"
 #include "chat/render.h"
-#include "model/model.h"
+#include "model/deepseek4/model.h"
+#include "model/session.h"
 #include "tokenizer/tokenizer.h"
 #include "tool_run.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 namespace fs = std::filesystem;
@@ -92,7 +93,7 @@ TEST_F(CliGenerate, GreedyOneShotPrintsExactlyTheLibrarysGreedyText) {
     const int n = 12;
     // The library path: render, tokenize the (marker-free) user text with markers matched,
     // prefill, argmax until EOS or n tokens, decode, parse.
-    auto m = Model::load(model_);
+    auto m = Model::load(model_, {});
     const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
     chat::RenderOptions ro;
     ro.thinking = chat::ThinkingMode::Off;
@@ -103,7 +104,7 @@ TEST_F(CliGenerate, GreedyOneShotPrintsExactlyTheLibrarysGreedyText) {
     msgs[1].content = user;
     const std::string rendered = chat::render(msgs, ro);
     const auto prompt = tok->encode(rendered, tokenizer::Special::Match);
-    Session s(*m, {.ctx = 256, .threads = 2});
+    model::Session s(*m, {.ctx = 256, });
     std::vector<float> logits;
     s.eval(prompt, &logits);
     std::vector<int32_t> out;
@@ -189,4 +190,4 @@ TEST_F(CliGenerate, ErrorsAreOneLineWithExitOne) {
 }
 
 }  // namespace
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "engine/engine.h"
+#include "model/deepseek4/model.h"
 #include "gguf/reader.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -25,7 +26,7 @@ protected:
         const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "--preset", "tiny",
                                             "--real-vocab", "--indexer-heads", "16", "-o", p});
         ASSERT_EQ(r.exit_code, 0) << r.output;
-        model_ = model::Model::load(p).release();
+        model_ = deepseek4::Model::load(p, {.threads = 2}).release();
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file()).release();
     }
     static void TearDownTestSuite() {
@@ -42,19 +43,19 @@ protected:
     }
     // Greedy next token after `prefix`, from a fresh session.
     static int32_t fresh_argmax(const std::vector<int32_t>& prefix) {
-        model::Session s(*model_, {.ctx = 1024, .threads = 2});
+        model::Session s(*model_, {.ctx = 1024});
         std::vector<float> logits;
         s.eval(prefix, &logits);
         return sampling::argmax(logits);
     }
-    static Engine make() { return Engine(*model_, *tok_, {.ctx = 1024, .threads = 2, .prefill_chunk = 64}); }
+    static Engine make() { return Engine(*model_, *tok_, {.ctx = 1024, .prefill_chunk = 64}); }
 
     static oracle::TempDir* dir_;
-    static model::Model* model_;
+    static deepseek4::Model* model_;
     static tokenizer::Tokenizer* tok_;
 };
 oracle::TempDir* EngineTest::dir_ = nullptr;
-model::Model* EngineTest::model_ = nullptr;
+deepseek4::Model* EngineTest::model_ = nullptr;
 tokenizer::Tokenizer* EngineTest::tok_ = nullptr;
 
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
@@ -143,7 +144,7 @@ TEST_F(EngineTest, StopReasons) {
     EXPECT_EQ(r.emitted, 0);
 
     // A context that holds the prompt and two more positions.
-    Engine small(*model_, *tok_, {.ctx = 23, .threads = 1});
+    Engine small(*model_, *tok_, {.ctx = 23});
     small.sync(prompt);
     const std::vector<int32_t> many(10, 5);
     r = small.generate({.forced = &many}, [](int32_t) { return true; });

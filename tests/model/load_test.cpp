@@ -12,10 +12,11 @@
 #include "common/error.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
-#include "model/model.h"
+#include "model/deepseek4/model.h"
+#include "model/session.h"
 #include "tool_run.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 std::string generate(const oracle::TempDir& dir, const std::string& name,
@@ -81,8 +82,8 @@ TEST(ModelLoad, FlashDimensionsTwoLayersRunPrefillAndDecode) {
     oracle::TempDir dir;
     const std::string path = generate(dir, "flash2.gguf", {"--preset", "flash", "--layers", "2",
                                                            "--ratios", "4,128"});
-    auto m = Model::load(path);
-    Session s(*m, {.ctx = 64, .threads = 2, .prefill_chunk = 8});
+    auto m = Model::load(path, {.threads = 2});
+    model::Session s(*m, {.ctx = 64, .prefill_chunk = 8});
     std::vector<float> logits;
     const std::vector<int32_t> prompt = {0, 100, 2000, 30000, 128000, 7, 8, 9};
     s.eval(prompt, &logits);
@@ -101,9 +102,9 @@ TEST(ModelLoad, FlashDimensionsTwoLayersRunPrefillAndDecode) {
 }
 
 }  // namespace
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 // --no-mmap: the weights read into anonymous memory give the very same model: same tensor
@@ -112,7 +113,7 @@ TEST(ModelLoadCopy, CopiedWeightsEqualMappedOnes) {
     oracle::TempDir dir;
     const std::string path = generate(dir, "tiny.gguf", {"--preset", "tiny"});
     auto mapped = Model::load(path);
-    auto copied = Model::load(path, gguf::File::Load::Copy);
+    auto copied = Model::load(path, {.load = gguf::File::Load::Copy});
     ASSERT_EQ(mapped->file().tensors().size(), copied->file().tensors().size());
     for (size_t i = 0; i < mapped->file().tensors().size(); ++i) {
         const auto& t = mapped->file().tensors()[i];
@@ -123,11 +124,11 @@ TEST(ModelLoadCopy, CopiedWeightsEqualMappedOnes) {
     }
     const auto ids = oracle::random_token_ids(40, mapped->config().n_vocab, 3);
     std::vector<float> la, lb;
-    Session(*mapped, {.ctx = 64}).eval(ids, &la, true);
-    Session(*copied, {.ctx = 64}).eval(ids, &lb, true);
+    model::Session(*mapped, {.ctx = 64}).eval(ids, &la, true);
+    model::Session(*copied, {.ctx = 64}).eval(ids, &lb, true);
     EXPECT_EQ(la, lb);
-    EXPECT_THROW(Model::load(dir.file("missing.gguf"), gguf::File::Load::Copy), Error);
+    EXPECT_THROW(Model::load(dir.file("missing.gguf"), {.load = gguf::File::Load::Copy}), Error);
 }
 
 }  // namespace
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

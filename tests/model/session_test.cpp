@@ -9,13 +9,16 @@
 
 #include "common/error.h"
 #include "compare.h"
-#include "model/model.h"
+#include "model/deepseek4/model.h"
+#include "model/session.h"
 #include "tool_run.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 using oracle::Logits;
+using model::Session;
+using model::SessionOptions;
 
 // One tiny model for the whole suite (16 indexer heads: no exact score ties).
 const std::string& tiny_model() {
@@ -30,7 +33,7 @@ const std::string& tiny_model() {
     return path;
 }
 
-Logits run(const Model& m, const std::vector<int32_t>& ids, SessionOptions opt) {
+Logits run(Model& m, const std::vector<int32_t>& ids, SessionOptions opt) {
     Session s(m, opt);
     Logits out;
     out.n_vocab = m.config().n_vocab;
@@ -40,9 +43,9 @@ Logits run(const Model& m, const std::vector<int32_t>& ids, SessionOptions opt) 
 }
 
 TEST(Session, ChunkedPrefillEqualsTokenByTokenDecode) {
-    auto m = Model::load(tiny_model());
+    auto m = Model::load(tiny_model(), {.threads = 2});
     const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 5);
-    const SessionOptions base{.ctx = 512, .threads = 2, .prefill_chunk = 1, .qat = true};
+    const SessionOptions base{.ctx = 512, .prefill_chunk = 1, .qat = true};
     const Logits decode = run(*m, ids, base);
     for (int64_t chunk : {7, 64, 300}) {
         SessionOptions o = base;
@@ -63,10 +66,11 @@ TEST(Session, ChunkedPrefillEqualsTokenByTokenDecode) {
 }
 
 TEST(Session, OneThreadEqualsTwo) {
-    auto m = Model::load(tiny_model());
-    const auto ids = oracle::random_token_ids(100, m->config().n_vocab, 6);
-    const Logits a = run(*m, ids, {.ctx = 128, .threads = 1});
-    const Logits b = run(*m, ids, {.ctx = 128, .threads = 2});
+    auto m1 = Model::load(tiny_model(), {.threads = 1});
+    auto m2 = Model::load(tiny_model(), {.threads = 2});
+    const auto ids = oracle::random_token_ids(100, m1->config().n_vocab, 6);
+    const Logits a = run(*m1, ids, {.ctx = 128});
+    const Logits b = run(*m2, ids, {.ctx = 128});
     EXPECT_EQ(a.values, b.values);
 }
 
@@ -75,11 +79,11 @@ TEST(Session, OneThreadEqualsTwo) {
 // slack) or recomputes the prefix. The targets sit on and around the ratio-4 and ratio-128
 // window boundaries and the raw window's length.
 TEST(Session, TruncateThenContinueEqualsAFreshRun) {
-    auto m = Model::load(tiny_model());
+    auto m = Model::load(tiny_model(), {.threads = 2});
     const int64_t V = m->config().n_vocab;
     const auto ids = oracle::random_token_ids(420, V, 7);
     const auto other = oracle::random_token_ids(300, V, 8);
-    const SessionOptions opt{.ctx = 1024, .threads = 2, .prefill_chunk = 32, .rewind_slack = 100};
+    const SessionOptions opt{.ctx = 1024, .prefill_chunk = 32, .rewind_slack = 100};
     const Logits fresh = run(*m, ids, opt);
 
     struct Case { int64_t n, thrown; bool cheap; };
@@ -105,10 +109,10 @@ TEST(Session, TruncateThenContinueEqualsAFreshRun) {
 }
 
 TEST(Session, SnapshotRestoreComesBackExactly) {
-    auto m = Model::load(tiny_model());
+    auto m = Model::load(tiny_model(), {.threads = 2});
     const int64_t V = m->config().n_vocab;
     const auto ids = oracle::random_token_ids(300, V, 10);
-    const SessionOptions opt{.ctx = 1024, .threads = 2, .prefill_chunk = 64, .rewind_slack = 0};
+    const SessionOptions opt{.ctx = 1024, .prefill_chunk = 64, .rewind_slack = 0};
     const Logits fresh = run(*m, ids, opt);
 
     Session s(*m, opt);
@@ -130,7 +134,7 @@ TEST(Session, SnapshotRestoreComesBackExactly) {
 }
 
 TEST(Session, UsedStateGrowsWithPositionsAndFollowsRewinds) {
-    auto m = Model::load(tiny_model());
+    auto m = Model::load(tiny_model(), {.threads = 2});
     const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 12);
     Session s(*m, {.ctx = 512});
     EXPECT_EQ(s.state_bytes_used(), 0);
@@ -149,7 +153,7 @@ TEST(Session, UsedStateGrowsWithPositionsAndFollowsRewinds) {
 }
 
 TEST(Session, CommonPrefix) {
-    auto m = Model::load(tiny_model());
+    auto m = Model::load(tiny_model(), {.threads = 2});
     Session s(*m, {.ctx = 64});
     s.eval({5, 6, 7, 8}, nullptr);
     EXPECT_EQ(s.common_prefix({5, 6, 9}), 2);
@@ -159,10 +163,10 @@ TEST(Session, CommonPrefix) {
 }
 
 TEST(Session, QatSimulationKeepsLogitsFiniteAndClose) {
-    auto m = Model::load(tiny_model());
+    auto m = Model::load(tiny_model(), {.threads = 2});
     const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 9);
-    const Logits off = run(*m, ids, {.ctx = 512, .threads = 2, .prefill_chunk = 64, .qat = false});
-    const Logits on = run(*m, ids, {.ctx = 512, .threads = 2, .prefill_chunk = 64, .qat = true});
+    const Logits off = run(*m, ids, {.ctx = 512, .prefill_chunk = 64, .qat = false});
+    const Logits on = run(*m, ids, {.ctx = 512, .prefill_chunk = 64, .qat = true});
     for (float v : on.values) ASSERT_TRUE(std::isfinite(v));
     const auto s = oracle::compare_logits(off, on, 1e-3);
     std::printf("QAT on vs off: %s\n", oracle::describe(s).c_str());
@@ -171,7 +175,7 @@ TEST(Session, QatSimulationKeepsLogitsFiniteAndClose) {
 }
 
 TEST(Session, RejectsBadRequests) {
-    auto m = Model::load(tiny_model());
+    auto m = Model::load(tiny_model(), {.threads = 2});
     Session s(*m, {.ctx = 16});
     EXPECT_THROW(s.eval({int32_t(m->config().n_vocab)}, nullptr), Error);
     EXPECT_THROW(s.eval({-1}, nullptr), Error);
@@ -188,4 +192,4 @@ TEST(Session, RejectsBadRequests) {
 }
 
 }  // namespace
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "compare.h"
-#include "model/model.h"
+#include "model/deepseek4/model.h"
+#include "model/session.h"
 #include "route_dump.h"
 #include "tool_run.h"
 
@@ -37,9 +38,8 @@ std::string make_model(const TempDir& dir, const Shape& s) {
 // Our engine's logits for every position, and its decisions in the oracle's dump format.
 Logits run_ours(const std::string& path, const std::vector<int32_t>& ids, int64_t chunk,
                 RouteDump* experts, RouteDump* indexer) {
-    auto model = model::Model::load(path);
-    model::Session s(*model, {.ctx = int64_t(ids.size()) + 8, .threads = 2,
-                              .prefill_chunk = chunk, .qat = false});
+    auto model = deepseek4::Model::load(path, {.threads = 2});
+    model::Session s(*model, {.ctx = int64_t(ids.size()) + 8, .prefill_chunk = chunk, .qat = false});
     model::DecisionLog log;
     s.set_decision_log(&log);
     Logits out;
@@ -76,7 +76,7 @@ class ModelOracle : public ::testing::TestWithParam<Shape> {};
 TEST_P(ModelOracle, F32LogitsExpertsAndIndexerMatch) {
     TempDir dir;
     const std::string path = make_model(dir, GetParam());
-    const int64_t n_vocab = model::Model::load(path)->config().n_vocab;
+    const int64_t n_vocab = deepseek4::Model::load(path)->config().n_vocab;
     const std::vector<int32_t> ids = random_token_ids(600, n_vocab, 42);
     write_token_ids(dir.file("ids.txt"), ids);
 

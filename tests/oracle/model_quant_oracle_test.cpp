@@ -52,7 +52,8 @@
 
 #include "compare.h"
 #include "ggml_ref.h"
-#include "model/model.h"
+#include "model/deepseek4/model.h"
+#include "model/session.h"
 #include "quant/quant.h"
 #include "route_dump.h"
 #include "tool_run.h"
@@ -92,10 +93,10 @@ std::string generate_model(const TempDir& dir, const std::vector<std::string>& t
 }
 
 // Our logits of every position (chunks of 64 tokens), with compat mode on or off.
-Logits run_ours(const model::Model& model, const std::vector<int32_t>& ids, bool compat,
+Logits run_ours(deepseek4::Model& model, const std::vector<int32_t>& ids, bool compat,
                 model::DecisionLog* log) {
     quant::set_ggml_compat(compat);
-    model::Session s(model, {.ctx = 512, .threads = 2, .prefill_chunk = 64, .qat = false});
+    model::Session s(model, {.ctx = 512, .prefill_chunk = 64, .qat = false});
     if (log) s.set_decision_log(log);
     Logits out{model.config().n_vocab, int64_t(ids.size()), {}};
     s.eval(ids, &out.values, true);
@@ -111,7 +112,7 @@ class QuantOracle : public ::testing::TestWithParam<Mix> {};
 TEST_P(QuantOracle, NoFurtherFromPrefillThanTheOracleItself) {
     TempDir dir;
     const std::string path = generate_model(dir, GetParam().types);
-    auto model = model::Model::load(path);
+    auto model = deepseek4::Model::load(path, {.threads = 2});
     const int64_t V = model->config().n_vocab;
     const auto ids = random_token_ids(256, V, 21);
     write_token_ids(dir.file("ids.txt"), ids);
@@ -188,7 +189,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(QuantOracleCompat, EnvironmentVariableTurnsItOnInTheCli) {
     TempDir dir;
     const std::string path = generate_model(dir, {"exps=mxfp4"});
-    auto model = model::Model::load(path);
+    auto model = deepseek4::Model::load(path, {.threads = 2});
     const int64_t V = model->config().n_vocab;
     const auto ids = random_token_ids(64, V, 5);
     write_token_ids(dir.file("ids.txt"), ids);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model.h"
+#include "model/deepseek4/model.h"
 #include "tool_run.h"
 
 namespace ds4::oracle {
@@ -31,7 +31,7 @@ TEST(PeerBench, WalksTheFrontiersAndRestoresAfterEachProbe) {
     const std::string model = dir.file("tiny.gguf");
     ASSERT_EQ(run_command({binary("ds4-gguf-gen"), "-q", "-o", model, "--preset", "tiny",
                            "--seed", "3"}).exit_code, 0);
-    const int64_t V = model::Model::load(model)->config().n_vocab;
+    const int64_t V = deepseek4::Model::load(model)->config().n_vocab;
     write_token_ids(dir.file("ids.txt"), random_token_ids(64, V, 11));
 
     const auto walk = [&](const std::string& start, const std::string& csv,

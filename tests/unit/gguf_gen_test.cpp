@@ -14,15 +14,15 @@
 #include "common/error.h"
 #include "gguf/reader.h"
 #include "gguf_test_util.h"
-#include "model/config.h"
-#include "model/layout.h"
+#include "model/deepseek4/config.h"
+#include "model/deepseek4/layout.h"
 #include "quant/quant.h"
 
 namespace ds4 {
 namespace {
 
-using model::ModelConfig;
-using model::TensorClass;
+using deepseek4::ModelConfig;
+using deepseek4::TensorClass;
 
 const std::string kGen = std::string(DS4_BIN_DIR) + "/ds4-gguf-gen";
 
@@ -92,7 +92,7 @@ TEST_F(GgufGen, TinyIsDeterministicAndValid) {
 
     auto f = gguf::File::open(a);
     const ModelConfig c = ModelConfig::from_gguf(*f);
-    EXPECT_NO_THROW(model::validate_tensors(*f, c));
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
     EXPECT_EQ(c.n_layer, 6u);
     EXPECT_EQ(c.compress_ratios, (std::vector<uint32_t>{0, 0, 4, 128, 4, 128}));
     EXPECT_EQ(c.n_hash_layers, 3u);
@@ -126,7 +126,7 @@ TEST_F(GgufGen, WeightsAreFiniteAndScaled) {
     const std::string path = make("w.gguf", "--seed 3");
     auto f = gguf::File::open(path);
     const ModelConfig c = ModelConfig::from_gguf(*f);
-    for (const auto& s : model::tensor_layout(c)) {
+    for (const auto& s : deepseek4::tensor_layout(c)) {
         SCOPED_TRACE(s.name);
         const auto& t = f->tensor(s.name);
         if (s.cls == TensorClass::Tid2Eid) {
@@ -176,7 +176,7 @@ TEST_F(GgufGen, QuantTypesPerClassAreAsRequested) {
         "--type compressor=bf16");
     auto f = gguf::File::open(path);
     const ModelConfig c = ModelConfig::from_gguf(*f);
-    EXPECT_NO_THROW(model::validate_tensors(*f, c));
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
     const std::map<TensorClass, TensorType> want = {
         {TensorClass::Embd, TensorType::F16},        {TensorClass::Output, TensorType::BF16},
         {TensorClass::Dense, TensorType::Q8_0},      {TensorClass::Shared, TensorType::Q2_K},
@@ -185,7 +185,7 @@ TEST_F(GgufGen, QuantTypesPerClassAreAsRequested) {
         {TensorClass::Indexer, TensorType::F16},     {TensorClass::Router, TensorType::MXFP4},
         {TensorClass::Norm, TensorType::F32},        {TensorClass::Tid2Eid, TensorType::I32},
     };
-    for (const auto& s : model::tensor_layout(c)) {
+    for (const auto& s : deepseek4::tensor_layout(c)) {
         SCOPED_TRACE(s.name);
         const auto& t = f->tensor(s.name);
         EXPECT_EQ(tensor_type_name(t.type), tensor_type_name(want.at(s.cls)));
@@ -236,9 +236,9 @@ TEST_F(GgufGen, SparseFlashHasTheRealSizeAndNoData) {
     EXPECT_EQ(c.compress_ratios, ModelConfig::flash().compress_ratios);
     EXPECT_EQ(c.n_vocab, 129280u);
     EXPECT_EQ(f->tensors().size(), 1328u);
-    EXPECT_NO_THROW(model::validate_tensors(*f, c));
-    const model::TypeRecipe q2 = model::TypeRecipe::flash_q2();
-    for (const auto& s : model::tensor_layout(c))
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
+    const deepseek4::TypeRecipe q2 = deepseek4::TypeRecipe::flash_q2();
+    for (const auto& s : deepseek4::tensor_layout(c))
         EXPECT_EQ(f->tensor(s.name).type, q2.of(s.cls)) << s.name;
 }
 
@@ -254,7 +254,7 @@ TEST_F(GgufGen, FlashShapeIsTheRealPerLayerShape) {
     EXPECT_EQ(f->tensor("blk.0.ffn_gate_exps.weight").shape_string(), "[4096, 2048, 256]");
     EXPECT_EQ(f->tensor("blk.1.attn_compressor_ape.weight").shape_string(), "[512, 128]");
     EXPECT_EQ(f->tensor("blk.3.exp_probs_b.bias").shape_string(), "[256]");
-    EXPECT_NO_THROW(model::validate_tensors(*f, c));
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
 }
 
 TEST_F(GgufGen, OverridesChangeTheShape) {
@@ -266,7 +266,7 @@ TEST_F(GgufGen, OverridesChangeTheShape) {
         "--window 7 --hc 2 --ctx 777");
     auto f = gguf::File::open(path);
     const ModelConfig c = ModelConfig::from_gguf(*f);
-    EXPECT_NO_THROW(model::validate_tensors(*f, c));
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
     EXPECT_EQ(c.compress_ratios, (std::vector<uint32_t>{128, 0, 4}));
     EXPECT_EQ(c.n_hash_layers, 1u);
     EXPECT_EQ(c.n_embd, 64u);
@@ -336,7 +336,7 @@ TEST_F(GgufGen, RealVocabularyInV4Layout) {
     auto f = gguf::File::open(path);
     const ModelConfig c = ModelConfig::from_gguf(*f);
     EXPECT_EQ(c.n_vocab, 129280u);
-    EXPECT_NO_THROW(model::validate_tensors(*f, c));
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
     EXPECT_EQ(f->get_string("tokenizer.ggml.model"), "gpt2");
     EXPECT_EQ(f->get_string("tokenizer.ggml.pre"), "joyai-llm");
     EXPECT_EQ(f->get_u32("tokenizer.ggml.bos_token_id"), 0u);

@@ -11,9 +11,9 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "gguf_test_util.h"
-#include "model/config.h"
+#include "model/deepseek4/config.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 using gguf::Value;
@@ -337,4 +337,4 @@ TEST(ModelConfig, ValidateRejectsInconsistentShapes) {
 }
 
 }  // namespace
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

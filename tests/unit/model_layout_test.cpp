@@ -10,9 +10,9 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "gguf_test_util.h"
-#include "model/layout.h"
+#include "model/deepseek4/layout.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 std::map<std::string, TensorSpec> by_name(const std::vector<TensorSpec>& v) {
@@ -326,4 +326,4 @@ TEST(ModelLayout, ValidateChecksTheConfigTheFileClaims) {
 }
 
 }  // namespace
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

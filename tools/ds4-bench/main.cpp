@@ -34,7 +34,9 @@ int run(const Options& o) {
     const std::vector<int32_t> file_ids =
         o.token_ids.empty() ? std::vector<int32_t>{} : read_token_ids(o.token_ids);
     frontiers(o.shape);  // flag errors before the (slow) load
-    auto model = model::Model::load(o.model, o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map);
+    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    auto model = model::open(o.model, {.threads = threads,
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
     const gguf::File& file = model->file();
 
     std::vector<int32_t> ids = file_ids;
@@ -44,13 +46,11 @@ int run(const Options& o) {
         ids = tokenizer::Tokenizer::from_gguf(file)->encode(text);
         source = "--prompt-file " + o.prompt_file;
     }
-    check_sequence(ids, o.shape, model->config().n_vocab, source);
+    check_sequence(ids, o.shape, model->info().n_vocab, source);
 
     SweepOptions so;
     so.shape = o.shape;
     so.session.ctx = o.ctx > 0 ? o.ctx : context_needed(o.shape);
-    so.session.threads =
-        o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     so.session.prefill_chunk = o.prefill_chunk;
     so.session.qat = o.qat;
     so.warmup = o.warmup;
@@ -59,7 +59,7 @@ int run(const Options& o) {
 
     std::printf("ds4-bench: %s, %zu tokens, %zu frontiers, %d threads, ctx %lld, prefill chunk %lld%s, "
                 "warm-up %lld\n",
-                o.model.c_str(), ids.size(), frontiers(o.shape).size(), so.session.threads,
+                o.model.c_str(), ids.size(), frontiers(o.shape).size(), threads,
                 static_cast<long long>(so.session.ctx), static_cast<long long>(o.prefill_chunk),
                 o.qat ? "" : ", no QAT", static_cast<long long>(o.warmup));
     CsvWriter csv(o.csv);

@@ -7,7 +7,7 @@
 
 namespace ds4::bench {
 
-std::vector<Row> run_sweep(const model::Model& model, const std::vector<int32_t>& ids,
+std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
                            const SweepOptions& opt, const RowCallback& on_row) {
     using clock = std::chrono::steady_clock;
     const auto seconds = [](clock::time_point a, clock::time_point b) {
@@ -20,7 +20,7 @@ std::vector<Row> run_sweep(const model::Model& model, const std::vector<int32_t>
              opt.session.ctx, fronts.back(), opt.shape.gen_tokens, need);
     if (int64_t(ids.size()) < fronts.back())
         fail("{} tokens to walk, fewer than the last frontier {}", ids.size(), fronts.back());
-    const int64_t V = model.config().n_vocab;
+    const int64_t V = model.info().n_vocab;
 
     model::Session s(model, opt.session);
     std::vector<Row> rows;

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "frontier.h"
-#include "model/model.h"
+#include "model/session.h"
 #include "report.h"
 
 namespace ds4::bench {
 
 struct SweepOptions {
     SweepShape shape;
-    model::SessionOptions session;  // session.ctx must hold context_needed(shape)
+    model::SessionOptions session;    // session.ctx must hold context_needed(shape)
     int32_t eos = -1;               // never chosen by the probe (-1: no EOS)
     // Untimed prefill of the first `warmup` ids (capped at the sequence and ctx) before the
     // walk, then Session::reset(): a process's first prefill otherwise also pays for faulting in
@@ -28,7 +28,7 @@ using RowCallback = std::function<void(const Row&, const std::vector<int32_t>& p
 
 // Walks `ids` (check_sequence() must accept them) and returns one row per frontier. Throws
 // ds4::Error (e.g. a context too small for the walk).
-std::vector<Row> run_sweep(const model::Model& model, const std::vector<int32_t>& ids,
+std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
                            const SweepOptions& opt, const RowCallback& on_row);
 
 }  // namespace ds4::bench

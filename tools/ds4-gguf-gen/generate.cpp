@@ -25,7 +25,7 @@ std::string mib(uint64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes)
 
 uint64_t data_bytes(const GenPlan& p) {
     uint64_t n = 0;
-    for (const auto& s : model::tensor_layout(p.cfg)) n += tensor_bytes(s, p.types.of(s.cls));
+    for (const auto& s : deepseek4::tensor_layout(p.cfg)) n += tensor_bytes(s, p.types.of(s.cls));
     return n;
 }
 
@@ -53,19 +53,19 @@ private:
 }  // namespace
 
 std::string describe(const GenPlan& p) {
-    const model::ModelConfig& c = p.cfg;
+    const deepseek4::ModelConfig& c = p.cfg;
     std::string ratios;
     for (uint32_t i = 0; i < c.n_layer; ++i) {
         if (i) ratios += ',';
         ratios += std::to_string(c.compress_ratios[i]);
     }
     std::string types;
-    for (int i = 0; i < model::kTensorClassCount; ++i) {
-        const auto cls = model::TensorClass(i);
-        types += fmt::format("{}{}={}", i ? " " : "", model::tensor_class_name(cls),
+    for (int i = 0; i < deepseek4::kTensorClassCount; ++i) {
+        const auto cls = deepseek4::TensorClass(i);
+        types += fmt::format("{}{}={}", i ? " " : "", deepseek4::tensor_class_name(cls),
                              tensor_type_name(p.types.of(cls)));
     }
-    const auto layout = model::tensor_layout(c);
+    const auto layout = deepseek4::tensor_layout(c);
     const uint64_t bytes = data_bytes(p);
     return fmt::format(
         "preset {} seed {}{}{}\n"
@@ -102,7 +102,7 @@ uint64_t generate(const GenPlan& p, const std::string& out_path, std::FILE* log)
     write_tokenizer_metadata(w, vocab.get());
     vocab.reset();
 
-    const auto layout = model::tensor_layout(p.cfg);
+    const auto layout = deepseek4::tensor_layout(p.cfg);
     for (const auto& s : layout) w.add_tensor(s.name, p.types.of(s.cls), s.ne);
     w.begin_data();
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/config.h"
-#include "model/layout.h"
+#include "model/deepseek4/config.h"
+#include "model/deepseek4/layout.h"
 
 namespace ds4::gen {
 
@@ -24,8 +24,8 @@ struct Overrides {
 
 struct GenPlan {
     std::string preset;
-    model::ModelConfig cfg;
-    model::TypeRecipe types;
+    deepseek4::ModelConfig cfg;
+    deepseek4::TypeRecipe types;
     uint64_t seed = 1;
     bool real_vocab = false;
     std::string tokenizer_json;  // used when real_vocab

@@ -9,9 +9,9 @@
 
 namespace ds4::gen {
 
-using model::ModelConfig;
-using model::TensorClass;
-using model::TypeRecipe;
+using deepseek4::ModelConfig;
+using deepseek4::TensorClass;
+using deepseek4::TypeRecipe;
 
 const std::vector<std::string>& preset_names() {
     static const std::vector<std::string> names = {"tiny", "small", "flash"};
@@ -88,7 +88,7 @@ void parse_type(const std::string& spec, TypeRecipe& r) {
     if (eq == std::string::npos)
         fail("--type {}: expected CLASS=TYPE (e.g. exps=q4_k)", spec);
     const std::string cls = spec.substr(0, eq), ty = spec.substr(eq + 1);
-    auto classes = model::tensor_classes_from_name(cls);
+    auto classes = deepseek4::tensor_classes_from_name(cls);
     if (!classes)
         fail("--type {}: unknown class '{}' (all, embd, output, dense, shared, gate_up_exps, "
              "down_exps, exps, hc, compressor, indexer, router)",
@@ -173,14 +173,14 @@ GenPlan make_plan(const std::string& preset, const Overrides& ov, uint64_t seed,
     for (const std::string& t : ov.types) parse_type(t, p.types);
 
     // Every tensor's rows must hold whole blocks of its type.
-    for (const model::TensorSpec& s : model::tensor_layout(c)) {
+    for (const deepseek4::TensorSpec& s : deepseek4::tensor_layout(c)) {
         const TensorType t = p.types.of(s.cls);
         const auto info = tensor_type_info(t);
         if (s.ne[0] % info->block_values != 0)
             fail("type {} for class {}: tensor {} has rows of {} values, not a multiple of the "
                  "{}-value block; choose another type for that class (--type {}=...)",
-                 info->name, model::tensor_class_name(s.cls), s.name, s.ne[0],
-                 info->block_values, model::tensor_class_name(s.cls));
+                 info->name, deepseek4::tensor_class_name(s.cls), s.name, s.ne[0],
+                 info->block_values, deepseek4::tensor_class_name(s.cls));
     }
     return p;
 }

@@ -24,9 +24,9 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-Init init_for(const model::TensorSpec& spec) {
+Init init_for(const deepseek4::TensorSpec& spec) {
     const std::string_view n = spec.name;
-    if (spec.cls == model::TensorClass::Tid2Eid) return Init::Tid2Eid;
+    if (spec.cls == deepseek4::TensorClass::Tid2Eid) return Init::Tid2Eid;
     if (n == "token_embd.weight") return Init::Embedding;
     if (ends_with(n, "_scale.weight")) return Init::HcScale;  // hc_attn/hc_ffn/output_hc scale
     if (ends_with(n, "_base.weight")) return Init::HcBase;
@@ -34,12 +34,12 @@ Init init_for(const model::TensorSpec& spec) {
     if (ends_with(n, "exp_probs_b.bias")) return Init::ProbsBias;
     if (ends_with(n, "_ape.weight")) return Init::Ape;
     if (ends_with(n, "norm.weight")) return Init::NormWeight;
-    if (spec.cls == model::TensorClass::Norm)
+    if (spec.cls == deepseek4::TensorClass::Norm)
         fail("generator: no initialisation rule for F32 tensor {}", spec.name);
     return Init::Linear;  // every matrix, hc_*_fn included
 }
 
-void generate_row(const model::TensorSpec& spec, Init init, uint64_t seed, int64_t row,
+void generate_row(const deepseek4::TensorSpec& spec, Init init, uint64_t seed, int64_t row,
                   float* out) {
     Rng rng(seed, fnv1a64(spec.name), uint64_t(row));
     const int64_t n = spec.ne[0];
@@ -61,7 +61,7 @@ void generate_row(const model::TensorSpec& spec, Init init, uint64_t seed, int64
 namespace {
 
 // Row `row` of tid2eid: n_expert_used distinct expert ids (rejection sampling; K << E).
-void tid2eid_row(const model::TensorSpec& spec, uint32_t n_expert, uint64_t seed, int64_t row,
+void tid2eid_row(const deepseek4::TensorSpec& spec, uint32_t n_expert, uint64_t seed, int64_t row,
                  int32_t* out) {
     Rng rng(seed, fnv1a64(spec.name), uint64_t(row));
     const int64_t k = spec.ne[0];
@@ -101,11 +101,11 @@ void for_rows(ThreadPool* pool, int64_t rows, int64_t grain,
 
 }  // namespace
 
-uint64_t tensor_bytes(const model::TensorSpec& spec, TensorType type) {
+uint64_t tensor_bytes(const deepseek4::TensorSpec& spec, TensorType type) {
     return row_bytes(type, spec.ne[0]) * uint64_t(spec.n_elements() / spec.ne[0]);
 }
 
-void generate_tensor(const model::TensorSpec& spec, TensorType type, const model::ModelConfig& cfg,
+void generate_tensor(const deepseek4::TensorSpec& spec, TensorType type, const deepseek4::ModelConfig& cfg,
                      uint64_t seed, bool exact_quant, ThreadPool* pool, std::span<uint8_t> data) {
     const Init init = init_for(spec);
     const int64_t n = spec.ne[0];

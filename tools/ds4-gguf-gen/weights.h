@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "gguf/tensor_type.h"
-#include "model/config.h"
-#include "model/layout.h"
+#include "model/deepseek4/config.h"
+#include "model/deepseek4/layout.h"
 
 namespace ds4 {
 class ThreadPool;
@@ -33,20 +33,20 @@ namespace ds4::gen {
 enum class Init { Linear, Embedding, NormWeight, HcScale, HcBase, Sinks, ProbsBias, Ape, Tid2Eid };
 
 // The initialisation rule of a layout tensor (from its name).
-Init init_for(const model::TensorSpec& spec);
+Init init_for(const deepseek4::TensorSpec& spec);
 
 // Values of row `row` (spec.ne[0] floats) of a float-valued tensor.
-void generate_row(const model::TensorSpec& spec, Init init, uint64_t seed, int64_t row,
+void generate_row(const deepseek4::TensorSpec& spec, Init init, uint64_t seed, int64_t row,
                   float* out);
 
 // The whole tensor's bytes in storage type `type` (I32 for tid2eid). Matrices in IQ2_XXS,
 // Q2_K and Q4_K are drawn directly as random blocks (random_blocks.h) unless `exact_quant`,
 // which runs the reference quantizer on normal rows (all-ones importance for IQ2_XXS).
 // `out` must be exactly the tensor's byte size. `pool` may be null.
-void generate_tensor(const model::TensorSpec& spec, TensorType type, const model::ModelConfig& cfg,
+void generate_tensor(const deepseek4::TensorSpec& spec, TensorType type, const deepseek4::ModelConfig& cfg,
                      uint64_t seed, bool exact_quant, ThreadPool* pool, std::span<uint8_t> out);
 
 // Byte size of the tensor in storage type `type`.
-uint64_t tensor_bytes(const model::TensorSpec& spec, TensorType type);
+uint64_t tensor_bytes(const deepseek4::TensorSpec& spec, TensorType type);
 
 }  // namespace ds4::gen

@@ -38,13 +38,14 @@ int run(const Options& o) {
     if (!o.model_given && !std::filesystem::exists(o.model))
         ds4::fail("model file {} not found; pass -m FILE (scripts/run-default.sh writes a small "
                   "random model to models/default.gguf)", o.model);
-    auto model = ds4::model::Model::load(
-        o.model, o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map);
-    const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
     const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    auto model = ds4::model::open(
+        o.model, {.threads = threads,
+                  .load = o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map});
+    const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
     ds4::engine::Engine engine(*model, *tok,
-                               {.ctx = o.ctx, .threads = threads, .prefill_chunk = o.prefill_chunk,
-                                .qat = o.qat, .rewind_slack = o.rewind_slack});
+                               {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat,
+                                .rewind_slack = o.rewind_slack});
     std::unique_ptr<ds4::server::ForcedOutputs> forced;
     if (!o.force_output.empty()) {
         forced = std::make_unique<ds4::server::ForcedOutputs>(o.force_output, *tok);

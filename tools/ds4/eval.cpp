@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "model/model.h"
+#include "model/session.h"
 
 namespace ds4::cli {
 namespace {
@@ -42,11 +43,11 @@ int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v
 
 int run_eval_tokens(const Options& o) {
     const std::vector<int32_t> ids = read_token_ids(o.token_ids);
-    auto model = model::Model::load(o.model, o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map);
-    const int64_t V = model->config().n_vocab;
     const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-    model::Session s(*model, {.ctx = o.ctx, .threads = threads, .prefill_chunk = o.prefill_chunk,
-                              .qat = o.qat});
+    auto model = model::open(o.model, {.threads = threads,
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+    const int64_t V = model->info().n_vocab;
+    model::Session s(*model, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
     using clock = std::chrono::steady_clock;
     const bool all = !o.dump_logits.empty();
     std::vector<float> logits;

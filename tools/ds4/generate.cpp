@@ -28,7 +28,8 @@ sampling::SamplerParams sampler_params(const Options& o) {
 
 int run_generate(const Options& o) {
     const std::string user = read_prompt(o);
-    auto model = model::Model::load(o.model, o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map);
+    auto model = model::open(o.model, {.threads = resolved_threads(o),
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
     const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     if (o.thinking == chat::ThinkingMode::Max &&
         chat::effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Max)
@@ -38,8 +39,7 @@ int run_generate(const Options& o) {
     if (int64_t(prompt.size()) >= o.ctx)
         fail("the prompt is {} tokens but the context holds {} (raise --ctx)", prompt.size(), o.ctx);
 
-    engine::Engine e(*model, *tok, {.ctx = o.ctx, .threads = resolved_threads(o),
-                                    .prefill_chunk = o.prefill_chunk, .qat = o.qat});
+    engine::Engine e(*model, *tok, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
     TurnOptions t;
     t.sampling = sampler_params(o);
     if (o.n_given) t.max_tokens = o.n_predict;

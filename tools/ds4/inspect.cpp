@@ -6,8 +6,7 @@
 #include <map>
 
 #include "gguf/reader.h"
-#include "model/config.h"
-#include "model/layout.h"
+#include "model/model.h"
 
 namespace ds4::cli {
 namespace {
@@ -73,34 +72,11 @@ void print_inspect(const gguf::File& f, std::FILE* out) {
                human_bytes(bytes));
 }
 
-// The configuration the engine derives from the metadata, or why it cannot run the file.
-static void print_config(const gguf::File& f, std::FILE* out) {
-    const model::ModelConfig c = model::ModelConfig::from_gguf(f);
-    model::validate_tensors(f, c);
-    std::fprintf(out, "\nderived configuration (deepseek4):\n");
-    std::fprintf(out, "  layers %u, n_embd %u, vocab %u, hc streams %u (sinkhorn %u)\n", c.n_layer,
-                 c.n_embd, c.n_vocab, c.hc, c.sinkhorn_iters);
-    std::fprintf(out, "  attention: %u heads x %u (rope %u), q rank %u, output %u groups x %u, window %u\n",
-                 c.n_head, c.head_dim, c.rope_dim, c.q_lora_rank, c.o_groups, c.o_lora_rank, c.window);
-    std::fprintf(out, "  indexer: %u heads x %u, top-k %u\n", c.indexer_heads, c.indexer_dim,
-                 c.indexer_top_k);
-    std::fprintf(out, "  moe: %u experts (%u used, %u shared) x ff %u, %u hash layers, scale %g\n",
-                 c.n_expert, c.n_expert_used, c.n_expert_shared, c.expert_ff, c.n_hash_layers,
-                 double(c.expert_weights_scale));
-    std::string ratios;
-    for (uint32_t r : c.compress_ratios) ratios += (ratios.empty() ? "" : ",") + std::to_string(r);
-    std::fprintf(out, "  compress ratios: %s\n", ratios.c_str());
-    std::fprintf(out, "  rope base %g; compressed layers base %g + YaRN x%g (orig ctx %llu)\n",
-                 double(c.rope_base), double(c.compress_rope_base), double(c.yarn_factor),
-                 (unsigned long long)c.yarn_orig_ctx);
-    std::fprintf(out, "  every tensor matches the layout: the engine can run this file\n");
-}
-
 int run_inspect(const std::string& path) {
     const auto f = gguf::File::open(path);
     print_inspect(*f, stdout);
     std::fflush(stdout);
-    print_config(*f, stdout);
+    std::fprintf(stdout, "\n%s", model::describe(*f).c_str());
     return 0;
 }
 

@@ -64,7 +64,8 @@ const char* mode_name(chat::ThinkingMode m) {
 class Chat {
 public:
     Chat(const Options& o) : o_(o), ctx_(o.ctx), thinking_(o.thinking) {
-        model_ = model::Model::load(o.model, o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map);
+        model_ = model::open(o.model, {.threads = resolved_threads(o),
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
         restart(ctx_);
     }
@@ -95,8 +96,7 @@ private:
         engine_.reset();
         engine_ = std::make_unique<engine::Engine>(
             *model_, *tok_,
-            model::SessionOptions{.ctx = ctx, .threads = resolved_threads(o_),
-                                  .prefill_chunk = o_.prefill_chunk, .qat = o_.qat});
+            model::SessionOptions{.ctx = ctx, .prefill_chunk = o_.prefill_chunk, .qat = o_.qat});
         transcript_.clear();
         if (thinking_ == chat::ThinkingMode::Max &&
             chat::effective_thinking(thinking_, ctx_) != chat::ThinkingMode::Max)

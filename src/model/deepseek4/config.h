@@ -19,7 +19,7 @@ class File;
 class Writer;
 }  // namespace ds4::gguf
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 
 inline constexpr const char* kArchitecture = "deepseek4";
 // llama.cpp's enum value for sqrt(softplus) scoring; the only gating this model uses.
@@ -108,4 +108,4 @@ struct ModelConfig {
 // "deepseek4.<suffix>"
 std::string arch_key(const char* suffix);
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

@@ -13,12 +13,11 @@
 #include <numeric>
 
 #include "common/error.h"
-#include "model/layer.h"
-#include "model/scratch.h"
+#include "model/deepseek4/forward.h"
 #include "ops/hc.h"
 #include "ops/norm.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
@@ -73,33 +72,16 @@ void route_token(const ModelConfig& c, const LayerWeights& w, const float* logit
         r.weight[size_t(k)] = prob[size_t(r.chosen[size_t(k)])] * norm * c.expert_weights_scale;
 }
 
-// Rows of floats converted to a dot type, one buffer, addressed by row.
-struct QuantRows {
-    HugeVector<uint8_t> buf;
-    size_t row_bytes = 0;
-    void resize(int64_t rows, int64_t n, TensorType t) {
-        row_bytes = ds4::row_bytes(t, n);
-        if (buf.size() < row_bytes * size_t(rows)) buf.resize(row_bytes * size_t(rows));
-    }
-    void* row(int64_t r) { return buf.data() + size_t(r) * row_bytes; }
-};
-
-// The sublayer's converted activations, kept between calls (its float buffers come from the
-// arena of model/scratch.h: fresh allocations of that size come from the kernel as zeroed
-// pages every time, which measured as ~15% of prefill).
-struct Scratch {
-    QuantRows m_exp, m_sh;
-    ops::Activations v_exp, v_sh;
-};
-
 }  // namespace
 
-void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
-                  const int32_t* tokens, int64_t n, int64_t p0) {
+void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
     const ModelConfig& c = ctx.cfg;
+    const Rows& R = ctx.rows;
+    const int64_t n = R.n;
+    const int32_t* tokens = R.token.data();
     const int64_t D = c.n_embd, HCD = c.hc_dim(), E = c.n_expert, K = c.n_expert_used;
-    thread_local Scratch sc;
-    ScratchArena& scratch = sublayer_scratch();
+    Workspace& sc = ctx.ws;
+    ScratchArena& scratch = sc.arena;
     scratch.reset();
     float* y = scratch.take(n * D);
     float* v = scratch.take(n * D);
@@ -109,7 +91,7 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.ffn_norm, c.norm_eps, &v[t * D]); });
     ops::matmul(w.router, v, n, logits, ctx.pool);
 
-    // Routing, token by token; slot t*K+k is token t's k-th chosen expert.
+    // Routing, row by row; slot t*K+k is row t's k-th chosen expert.
     std::vector<Route> routes(static_cast<size_t>(n));
     ctx.pool.parallel_for(n, [&](int64_t b, int64_t e) {
         std::vector<float> prob(static_cast<size_t>(E));
@@ -124,6 +106,15 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
             if (e < 0 || e >= E) fail("layer {}: token {} routed to expert {} of {}", w.index, tokens[t], e, E);
             slots_of[size_t(e)].push_back(t * K + k);
         }
+
+    // The experts the rows chose, announced to the expert source before any of their products.
+    std::vector<int32_t> used;
+    for (int64_t e = 0; e < E; ++e)
+        if (!slots_of[size_t(e)].empty()) used.push_back(int32_t(e));
+    model::ExpertSource& source = ctx.model.experts();
+    source.prepare(uint32_t(w.index), used);
+    std::vector<model::ExpertWeights> ew(static_cast<size_t>(E));
+    for (int32_t e : used) ew[size_t(e)] = source.expert(uint32_t(w.index), e);
 
     const float clamp_exp = c.swiglu_clamp_exp.at(size_t(w.index));
     const float clamp_sh = c.swiglu_clamp_shexp.empty() ? clamp_exp : c.swiglu_clamp_shexp.at(size_t(w.index));
@@ -165,8 +156,8 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
         if (sl.empty()) continue;
         const int64_t m = int64_t(sl.size());
         auto act_of = [&](int64_t i) { return v_exp.row(sl[size_t(i)] / K); };
-        add_job(w.gate_exps.expert(e), act_of, [&](int64_t i) { return &g[size_t(sl[size_t(i)] * F)]; }, m);
-        add_job(w.up_exps.expert(e), act_of, [&](int64_t i) { return &u[size_t(sl[size_t(i)] * F)]; }, m);
+        add_job(ew[size_t(e)].gate, act_of, [&](int64_t i) { return &g[size_t(sl[size_t(i)] * F)]; }, m);
+        add_job(ew[size_t(e)].up, act_of, [&](int64_t i) { return &u[size_t(sl[size_t(i)] * F)]; }, m);
     }
     add_job(w.gate_shexp, [&](int64_t t) { return v_sh->row(t); }, [&](int64_t t) { return &gs[size_t(t * FS)]; }, n);
     add_job(w.up_shexp, [&](int64_t t) { return v_sh->row(t); }, [&](int64_t t) { return &us[size_t(t * FS)]; }, n);
@@ -200,11 +191,12 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
     for (int64_t e = 0; e < E; ++e) {
         const auto& sl = slots_of[size_t(e)];
         if (sl.empty()) continue;
-        add_job(w.down_exps.expert(e), [&](int64_t i) { return m_exp.row(sl[size_t(i)]); },
+        add_job(ew[size_t(e)].down, [&](int64_t i) { return m_exp.row(sl[size_t(i)]); },
                 [&](int64_t i) { return &yk[size_t(sl[size_t(i)] * D)]; }, int64_t(sl.size()));
     }
     add_job(w.down_shexp, [&](int64_t t) { return m_sh.row(t); }, [&](int64_t t) { return &ysh[size_t(t * D)]; }, n);
     ops::matmul_jobs(jobs.data(), jobs.size(), ctx.pool);
+    source.release(uint32_t(w.index));
 
     // Per token, in its selection order: F = sum_k w_k y_k, plus the shared expert; hc_post.
     ctx.pool.parallel_for(n, [&](int64_t b, int64_t e) {
@@ -222,16 +214,18 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X,
         }
     }, 4);
 
-    if (ctx.log) {
-        for (int64_t t = 0; t < n; ++t) {
-            auto& per_layer = ctx.log->experts[size_t(p0 + t)];
+    for (int64_t t = 0; t < n; ++t) {
+        model::DecisionLog* log = R.spans[size_t(R.span_of[size_t(t)])].seq->decision_log();
+        if (log) {
+            const size_t p = size_t(R.pos[size_t(t)]);
+            auto& per_layer = log->experts[p];
             per_layer.resize(c.n_layer);
             per_layer[size_t(w.index)] = routes[size_t(t)].chosen;
-            auto& margins = ctx.log->expert_margin[size_t(p0 + t)];
+            auto& margins = log->expert_margin[p];
             margins.resize(c.n_layer, std::numeric_limits<float>::quiet_NaN());
             margins[size_t(w.index)] = routes[size_t(t)].margin;
         }
     }
 }
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

@@ -8,17 +8,14 @@
 #include <vector>
 
 #include "gguf/reader.h"
-#include "model/config.h"
+#include "model/deepseek4/config.h"
+#include "model/expert_source.h"
+#include "model/layer_range.h"
 #include "ops/matmul.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 
-// A 3-D expert tensor ne=[cols, rows, n_expert]: expert e is a contiguous [rows][cols] slab.
-struct ExpertMatrix {
-    ops::Matrix all;  // rows = n_expert * rows_per_expert
-    int64_t rows_per_expert = 0;
-    ops::Matrix expert(int64_t e) const { return all.slice_rows(e * rows_per_expert, rows_per_expert); }
-};
+using model::ExpertMatrix;
 
 struct CompressorWeights {
     int ratio = 0;                 // 4 or 128
@@ -65,15 +62,17 @@ struct LayerWeights {
 
 struct Weights {
     ops::Matrix token_embd;                        // [n_vocab, n_embd]
-    std::vector<LayerWeights> layers;
+    std::vector<LayerWeights> layers;              // [n_layer]; bound inside the range
     ops::Matrix output_hc_fn;                      // [hc, hc*n_embd]
     const float* output_hc_base = nullptr;         // [hc]
     const float* output_hc_scale = nullptr;        // [1]
     const float* output_norm = nullptr;            // [n_embd]
     ops::Matrix output;                            // [n_vocab, n_embd]
 
-    // Binds every tensor of `f` (already validated against cfg).
-    static Weights bind(const gguf::File& f, const ModelConfig& cfg);
+    // Binds the tensors of `range` in `f` (already validated against cfg): layers outside the
+    // range stay empty, as do the embedding (range not from layer 0) and the head (range not
+    // ending with the output).
+    static Weights bind(const gguf::File& f, const ModelConfig& cfg, const model::LayerRange& range);
 };
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

@@ -1,4 +1,4 @@
-#include "model/compressor.h"
+#include "model/deepseek4/compressor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "ops/norm.h"
 #include "ops/qat.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 
 void CompressorState::init(const CompressorWeights& w, int64_t slack) {
     ratio_ = w.ratio;
@@ -22,7 +22,25 @@ void CompressorState::init(const CompressorWeights& w, int64_t slack) {
     next_ = 0;
 }
 
-void CompressorState::reset() { next_ = 0; }
+void CompressorState::reset() { next_ = valid_from_ = 0; }
+
+int64_t CompressorState::bytes_for(int ratio, int width, int64_t slack) {
+    const int coff = ratio == 4 ? 2 : 1;
+    const int64_t slots = int64_t(coff == 2 ? 2 * ratio : ratio) + std::max<int64_t>(0, slack);
+    return int64_t(sizeof(float)) * 2 * slots * coff * width;
+}
+
+void CompressorState::load(int64_t next, const float* kv, const float* score) {
+    if (next < 0) fail("internal: compressor state at position {}", next);
+    next_ = next;
+    const int64_t first = first_needed(next);
+    valid_from_ = first;
+    if (next - first > slots_) fail("internal: compressor ring of {} slots for {} open positions", slots_, next - first);
+    for (int64_t p = first; p < next; ++p) {
+        std::memcpy(&kv_[size_t(p % slots_) * row_], kv + (p - first) * row_, sizeof(float) * row_);
+        std::memcpy(&score_[size_t(p % slots_) * row_], score + (p - first) * row_, sizeof(float) * row_);
+    }
+}
 
 int64_t CompressorState::first_needed(int64_t n) const {
     const int64_t open = n / ratio_ * ratio_;  // first position of the window n falls in
@@ -30,7 +48,8 @@ int64_t CompressorState::first_needed(int64_t n) const {
 }
 
 bool CompressorState::can_rewind(int64_t n) const {
-    return n >= 0 && n <= next_ && (n == 0 || first_needed(n) >= next_ - slots_);
+    return n >= 0 && n <= next_ &&
+           (n == 0 || (first_needed(n) >= next_ - slots_ && first_needed(n) >= valid_from_));
 }
 
 void CompressorState::rewind(int64_t n) {
@@ -79,4 +98,4 @@ void finish_compressed_row(float* row, const CompressorWeights& w, const ops::Ro
     }
 }
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

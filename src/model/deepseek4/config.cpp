@@ -1,4 +1,4 @@
-#include "model/config.h"
+#include "model/deepseek4/config.h"
 
 #include <cmath>
 #include <limits>
@@ -7,7 +7,7 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 
 using gguf::Value;
 using gguf::ValueType;
@@ -392,4 +392,4 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     return c;
 }
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

@@ -1,4 +1,4 @@
-#include "model/layout.h"
+#include "model/deepseek4/layout.h"
 
 #include <cstdio>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include "gguf/reader.h"
 #include "quant/quant.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 
 namespace {
 
@@ -185,15 +185,22 @@ void check_tid2eid(const gguf::File& f, const gguf::TensorInfo& t, const ModelCo
 
 }  // namespace
 
-void validate_tensors(const gguf::File& f, const ModelConfig& cfg) {
+bool in_range(const TensorSpec& s, const model::LayerRange& range) {
+    if (s.layer >= 0) return range.contains(uint32_t(s.layer));
+    return s.cls == TensorClass::Embd ? range.embedding() : range.output;
+}
+
+void validate_tensors(const gguf::File& f, const ModelConfig& cfg, const model::LayerRange& range) {
     const std::vector<TensorSpec> layout = tensor_layout(cfg);
     std::set<std::string> expected;
     for (const TensorSpec& s : layout) {
         expected.insert(s.name);
+        if (!in_range(s, range)) continue;
         const gguf::TensorInfo* t = f.find_tensor(s.name);
         if (!t)
-            fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name,
-                 shape_str(s.ne), tensor_class_name(s.cls));
+            fail("{}: tensor {} missing (expected shape {}, class {}{})", f.path(), s.name,
+                 shape_str(s.ne), tensor_class_name(s.cls),
+                 range.whole(cfg.n_layer) ? "" : ", needed by layers " + range.str());
         const std::vector<int64_t> got(t->ne.begin(), t->ne.begin() + t->n_dims);
         if (got != s.ne)
             fail("{}: tensor {}: shape {} expected {}", f.path(), s.name, shape_str(got),
@@ -209,6 +216,7 @@ void validate_tensors(const gguf::File& f, const ModelConfig& cfg) {
         if (std::sscanf(t.name.c_str(), "blk.%u.%31s", &layer, tail) == 2 &&
             std::string_view(tail) == "exp_probs_b.bias" && layer < cfg.n_layer &&
             cfg.is_hash_layer(layer)) {
+            if (!range.contains(layer)) continue;
             const TensorSpec s{t.name, {int64_t(cfg.n_expert)}, TensorClass::Norm, int(layer)};
             const std::vector<int64_t> got(t.ne.begin(), t.ne.begin() + t.n_dims);
             if (got != s.ne)
@@ -223,4 +231,4 @@ void validate_tensors(const gguf::File& f, const ModelConfig& cfg) {
     }
 }
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

@@ -1,12 +1,12 @@
-#include "model/weights.h"
+#include "model/deepseek4/weights.h"
 
 #include <fmt/format.h>
 
 #include "common/error.h"
-#include "model/layout.h"
+#include "model/deepseek4/layout.h"
 #include "quant/quant.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 namespace {
 
 class Binder {
@@ -56,14 +56,16 @@ CompressorWeights compressor(const Binder& b, const std::string& prefix, int rat
 
 }  // namespace
 
-Weights Weights::bind(const gguf::File& f, const ModelConfig& cfg) {
+Weights Weights::bind(const gguf::File& f, const ModelConfig& cfg, const model::LayerRange& range) {
     Binder b(f);
     Weights w;
-    w.token_embd = b.matrix("token_embd.weight");
+    if (range.embedding()) w.token_embd = b.matrix("token_embd.weight");
+    w.layers.resize(cfg.n_layer);
     for (uint32_t il = 0; il < cfg.n_layer; ++il) {
-        LayerWeights L;
+        LayerWeights& L = w.layers[il];
         L.index = int(il);
         L.ratio = int(cfg.compress_ratio(il));
+        if (!range.contains(il)) continue;
         auto n = [&](const char* suffix) { return fmt::format("blk.{}.{}", il, suffix); };
         L.hc_attn_fn = b.matrix(n("hc_attn_fn.weight"));
         L.hc_attn_scale = b.f32(n("hc_attn_scale.weight"));
@@ -100,8 +102,8 @@ Weights Weights::bind(const gguf::File& f, const ModelConfig& cfg) {
         L.gate_shexp = b.matrix(n("ffn_gate_shexp.weight"));
         L.up_shexp = b.matrix(n("ffn_up_shexp.weight"));
         L.down_shexp = b.matrix(n("ffn_down_shexp.weight"));
-        w.layers.push_back(std::move(L));
     }
+    if (!range.output) return w;
     w.output_hc_fn = b.matrix("output_hc_fn.weight");
     w.output_hc_base = b.f32("output_hc_base.weight");
     w.output_hc_scale = b.f32("output_hc_scale.weight");
@@ -110,4 +112,4 @@ Weights Weights::bind(const gguf::File& f, const ModelConfig& cfg) {
     return w;
 }
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

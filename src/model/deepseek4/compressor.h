@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/weights.h"
+#include "model/deepseek4/weights.h"
 #include "ops/rope.h"
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 
 // What the emitted row goes through after pooling and RMSNorm: RoPE of its tail at the
 // window's first position, then the QAT round trip of its kind.
@@ -35,6 +35,21 @@ public:
     // Restores that state (requires can_rewind(n)).
     void rewind(int64_t n);
     int64_t bytes() const { return int64_t(sizeof(float) * (kv_.size() + score_.size())); }
+    // What init() allocates for these weights and slack, without allocating.
+    static int64_t bytes_for(int ratio, int width, int64_t slack);
+
+    // The state as data (state files, model/state_file.h): after feeding positions
+    // 0..next()-1, the open windows use positions [open_first(), next()), each a row of
+    // row_width() projections and as many gate scores.
+    int64_t next() const { return next_; }
+    int64_t open_first() const { return first_needed(next_); }
+    int64_t open_first_at(int64_t next) const { return first_needed(next); }
+    int64_t row_width() const { return row_; }
+    const float* kv_row(int64_t p) const { return kv(p); }
+    const float* score_row(int64_t p) const { return score(p); }
+    // Restores the state after feeding positions 0..next-1 from the open windows' rows
+    // (kv and score: [next - open_first][row_width()] each, in position order).
+    void load(int64_t next, const float* kv, const float* score);
     // The open windows' projections (kv and score) that pooling still needs.
     int64_t used_bytes() const {
         return next_ == 0 ? 0 : int64_t(sizeof(float)) * 2 * row_ * (next_ - first_needed(next_));
@@ -48,6 +63,7 @@ private:
     int ratio_ = 0, width_ = 0, coff_ = 1;
     int64_t row_ = 0, slots_ = 0;
     int64_t next_ = 0;  // the next position to feed; the ring holds [next_ - slots_, next_)
+    int64_t valid_from_ = 0;  // ...from this position on (after load(): the open windows only)
     // Per token projections, position p at slot p mod slots_: the current window (ratio 4:
     // and the previous one, whose first halves it overlaps) plus `slack` older tokens.
     std::vector<float> kv_, score_;  // [slots][coff*width]
@@ -58,4 +74,4 @@ private:
 void finish_compressed_row(float* row, const CompressorWeights& w, const ops::Rope& rope,
                            int64_t first_pos, float eps, int rope_dim, CompressedRowQat qat);
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

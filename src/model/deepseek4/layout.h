@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "gguf/tensor_type.h"
-#include "model/config.h"
+#include "model/deepseek4/config.h"
+#include "model/layer_range.h"
 
 namespace ds4::gguf {
 class File;
 }
 
-namespace ds4::model {
+namespace ds4::deepseek4 {
 
 enum class TensorClass : int {
     Embd,        // token_embd
@@ -79,6 +80,15 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& cfg);
 // the exact shape; Norm tensors F32, tid2eid I32, every other tensor one of the engine's
 // weight formats; tid2eid entries in [0, n_expert). Tensors the layout does not list are an
 // error, except exp_probs_b on a hash layer (DS4 files may carry it; it is unused there).
-void validate_tensors(const gguf::File& f, const ModelConfig& cfg);
+// With a layer range, only the tensors of the range (plus the embedding when it starts at
+// layer 0 and the head when it ends with the output) must be present; the others may be absent
+// (a split file) or present (they are not looked at).
+void validate_tensors(const gguf::File& f, const ModelConfig& cfg,
+                      const model::LayerRange& range);
+inline void validate_tensors(const gguf::File& f, const ModelConfig& cfg) {
+    validate_tensors(f, cfg, model::LayerRange::all(cfg.n_layer));
+}
+// Whether a tensor of the layout belongs to a range (its layer, or the embedding / the head).
+bool in_range(const TensorSpec& s, const model::LayerRange& range);
 
-}  // namespace ds4::model
+}  // namespace ds4::deepseek4

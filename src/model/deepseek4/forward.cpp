@@ -1,0 +1,159 @@
+// The forward pass (ARCHITECTURE.md §3, §3.7 of the spec; docs/ARCHITECTURE.md): embedding and
+// HC expansion, then per layer the attention sublayer (attention.cpp) and the MoE sublayer
+// (moe.cpp), then the HC output head.
+//
+// The rows of a call (one or several sequences) move through each layer together: matrix
+// products run over all rows at once, reading each weight once, while the per-token state
+// updates (raw window, compressors, indexer) run per sequence in position order, so every
+// token sees exactly what token-by-token decoding of its sequence alone would show it (§4.3).
+// Every row's arithmetic is independent of the other rows (ops/matmul.h), so a sequence's
+// results do not depend on what else is in the batch.
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "common/error.h"
+#include "model/deepseek4/forward.h"
+#include "model/deepseek4/model.h"
+#include "model/deepseek4/sequence.h"
+#include "ops/hc.h"
+#include "ops/norm.h"
+#include "quant/quant.h"
+
+namespace ds4::deepseek4 {
+
+Rows::Rows(model::Batch b) {
+    for (const model::BatchItem& it : b) {
+        auto* seq = static_cast<Sequence*>(it.seq);
+        const int64_t m = int64_t(it.tokens.size());
+        spans.push_back({seq, n, m, seq->pos()});
+        for (int64_t t = 0; t < m; ++t) {
+            token.push_back(it.tokens[size_t(t)]);
+            pos.push_back(seq->pos() + t);
+            span_of.push_back(int32_t(spans.size() - 1));
+        }
+        n += m;
+    }
+}
+
+void Model::check(model::Batch b, bool advancing) const {
+    std::set<const model::Sequence*> seen;
+    for (const model::BatchItem& it : b) {
+        const auto* seq = dynamic_cast<const Sequence*>(it.seq);
+        if (!seq || &seq->owner() != this) fail("batch: a sequence of another model");
+        if (!seen.insert(seq).second) fail("batch: a sequence appears twice in one call");
+        const int64_t n = int64_t(it.tokens.size());
+        if (n == 0) fail("batch: nothing to evaluate for a sequence");
+        if (advancing && seq->pos() + n > seq->options().ctx)
+            fail("context exceeded: {} tokens + {} new > context size {}", seq->pos(), n, seq->options().ctx);
+        for (int32_t t : it.tokens)
+            if (t < 0 || uint32_t(t) >= cfg_.n_vocab) fail("token id {} out of range [0, {})", t, cfg_.n_vocab);
+        if (it.want != model::Logits::None && !it.logits) fail("batch: logits wanted but no buffer");
+    }
+}
+
+void Model::embed(model::Batch b, float* hidden) {
+    if (!info_.range.embedding()) fail("embed: this model holds layers {}, not the embedding", info_.range.str());
+    check(b, false);
+    std::lock_guard lock(mu_);
+    embed_unlocked(b, hidden);
+}
+
+void Model::eval_layers(model::Batch b, float* hidden) {
+    check(b, true);
+    std::lock_guard lock(mu_);
+    layers_unlocked(b, hidden);
+}
+
+void Model::head(model::Batch b, const float* hidden) {
+    if (!info_.range.output) fail("head: this model holds layers {}, not the output head", info_.range.str());
+    check(b, false);
+    std::lock_guard lock(mu_);
+    head_unlocked(b, hidden);
+}
+
+void Model::eval(model::Batch b) {
+    if (!info_.range.whole(cfg_.n_layer))
+        fail("eval: this model holds layers {} only; run embed/eval_layers/head", info_.range.str());
+    check(b, true);
+    std::lock_guard lock(mu_);
+    float* X = grow(ws_->X, model::batch_rows(b) * int64_t(cfg_.hc_dim()));
+    embed_unlocked(b, X);
+    layers_unlocked(b, X);
+    head_unlocked(b, X);
+}
+
+// HC state [rows][HC][D]: every stream starts as the token's embedding (§3.1).
+void Model::embed_unlocked(model::Batch b, float* X) {
+    const int64_t D = cfg_.n_embd, HC = cfg_.hc;
+    int64_t r = 0;
+    for (const model::BatchItem& it : b)
+        for (int32_t tok : it.tokens) {
+            float* x = X + r++ * HC * D;
+            quant::dequantize_row(w_.token_embd.type, w_.token_embd.row(tok), x, D);
+            for (int64_t k = 1; k < HC; ++k) std::memcpy(x + k * D, x, sizeof(float) * D);
+        }
+}
+
+void Model::layers_unlocked(model::Batch b, float* X) {
+    const Rows rows(b);
+    for (const Rows::Span& sp : rows.spans)
+        if (model::DecisionLog* log = sp.seq->decision_log()) {
+            const size_t end = size_t(sp.p0 + sp.n);
+            if (log->experts.size() < end) log->experts.resize(end);
+            if (log->indexer.size() < end) log->indexer.resize(end);
+            if (log->expert_margin.size() < end) log->expert_margin.resize(end);
+        }
+    LayerContext ctx{cfg_, *this, pool(), *ws_, rows};
+    for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
+        attention_sublayer(ctx, w_.layers[il], X);
+        moe_sublayer(ctx, w_.layers[il], X);
+    }
+    for (const model::BatchItem& it : b) static_cast<Sequence*>(it.seq)->append_tokens(it.tokens);
+}
+
+// Output head (§3.6) for the rows that want logits: the HC streams weighted into one, the
+// final norm, the vocabulary projection; all rows' products at once.
+void Model::head_unlocked(model::Batch b, const float* X) {
+    const int64_t D = cfg_.n_embd, HC = cfg_.hc, V = cfg_.n_vocab;
+    std::vector<const float*> in;  // rows wanted
+    std::vector<float*> out;       // their logits
+    int64_t r = 0;
+    for (const model::BatchItem& it : b) {
+        const int64_t n = int64_t(it.tokens.size());
+        if (it.want == model::Logits::All)
+            for (int64_t t = 0; t < n; ++t) {
+                in.push_back(X + (r + t) * HC * D);
+                out.push_back(it.logits + t * V);
+            }
+        else if (it.want == model::Logits::Last) {
+            in.push_back(X + (r + n - 1) * HC * D);
+            out.push_back(it.logits);
+        }
+        r += n;
+    }
+    const int64_t k = int64_t(in.size());
+    if (k == 0) return;
+    ScratchArena& scratch = ws_->arena;
+    scratch.reset();
+    float* zn = scratch.take(k * HC * D);
+    float* m = scratch.take(k * HC);
+    float* yn = scratch.take(k * D);
+    for_tokens(pool(), k, [&](int64_t t) { ops::rms_norm(in[size_t(t)], HC * D, nullptr, cfg_.norm_eps, zn + t * HC * D); });
+    ops::matmul(w_.output_hc_fn, zn, k, m, pool());
+    for_tokens(pool(), k, [&](int64_t t) {
+        const std::vector<float> a =
+            ops::hc_head_weights(m + t * HC, w_.output_hc_scale[0], w_.output_hc_base, int(HC), cfg_.hc_eps);
+        std::vector<float> y(static_cast<size_t>(D));
+        ops::hc_weighted_sum(in[size_t(t)], a.data(), int(HC), D, y.data());
+        ops::rms_norm(y.data(), D, w_.output_norm, cfg_.norm_eps, yn + t * D);
+    });
+    ops::Activations& act = ws_->head_in;
+    act.set(yn, k, D, quant::dot_type(w_.output.type), &pool());
+    std::vector<const void*> act_rows(static_cast<size_t>(k));
+    for (int64_t t = 0; t < k; ++t) act_rows[size_t(t)] = act.row(t);
+    const ops::MatmulJob job{w_.output, act_rows.data(), out.data(), k};
+    ops::matmul_jobs(&job, 1, pool());
+}
+
+}  // namespace ds4::deepseek4

@@ -1,0 +1,182 @@
+// Loading a deepseek4 GGUF (or a layer range of it) and the model's identity.
+#include "model/deepseek4/model.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <type_traits>
+#include <variant>
+
+#include "common/error.h"
+#include "model/deepseek4/forward.h"
+#include "model/deepseek4/layout.h"
+#include "model/deepseek4/sequence.h"
+
+namespace ds4::deepseek4 {
+namespace {
+
+std::array<uint8_t, 16> digest(XXH3_state_t* st) {
+    const XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    std::array<uint8_t, 16> out;
+    std::memcpy(out.data(), c.digest, 16);
+    return out;
+}
+
+struct Hasher {
+    XXH3_state_t* st = XXH3_createState();
+    Hasher() { XXH3_128bits_reset(st); }
+    ~Hasher() { XXH3_freeState(st); }
+    void bytes(const void* p, size_t n) { XXH3_128bits_update(st, p, n); }
+    void str(const std::string& s) {
+        const uint64_t n = s.size();
+        bytes(&n, sizeof n);
+        bytes(s.data(), s.size());
+    }
+    template <class T>
+    void pod(T v) { bytes(&v, sizeof v); }
+    void scalar(const gguf::Value::Scalar& v) {
+        pod(uint32_t(v.index()));
+        std::visit([&](const auto& x) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>) str(x);
+            else pod(x);
+        }, v);
+    }
+    std::array<uint8_t, 16> done() { return digest(st); }
+};
+
+// Every metadata key but general.* (names, authors, split markers: not the model's math).
+std::array<uint8_t, 16> metadata_hash(const gguf::File& f) {
+    Hasher h;
+    for (const auto& [k, v] : f.metadata()) {
+        if (k.rfind("general.", 0) == 0 && k != "general.architecture") continue;
+        h.str(k);
+        h.pod(uint32_t(v.type));
+        if (v.is_array()) {
+            h.pod(uint32_t(v.elem_type));
+            h.pod(uint64_t(v.elems.size()));
+            for (const auto& e : v.elems) h.scalar(e);
+        } else {
+            h.scalar(v.scalar);
+        }
+    }
+    return h.done();
+}
+
+// A Copy load of a range reads only the range's tensors: blk.N.* of its layers, the embedding
+// when it starts at layer 0, the head's tensors when it ends with the output.
+bool tensor_in_range(const std::string& name, const model::LayerRange& r) {
+    unsigned layer = 0;
+    if (std::sscanf(name.c_str(), "blk.%u.", &layer) == 1) return r.contains(layer);
+    if (name.rfind("token_embd.", 0) == 0) return r.embedding();
+    if (name.rfind("output", 0) == 0) return r.output;
+    return true;
+}
+
+}  // namespace
+
+Model::Model(int threads) : model::Model(threads), ws_(std::make_unique<Workspace>()) {}
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOptions& opt) {
+    if (opt.threads < 1) fail("thread count {} must be at least 1", opt.threads);
+    auto m = std::unique_ptr<Model>(new Model(opt.threads));
+    // The metadata first (a mapping touches only the header's pages): it tells the range.
+    m->file_ = gguf::File::open(path, gguf::File::Load::Map);
+    m->cfg_ = ModelConfig::from_gguf(*m->file_);
+    const model::LayerRange range = model::LayerRange::parse(opt.layers, m->cfg_.n_layer);
+    if (opt.load == gguf::File::Load::Copy) {
+        m->file_.reset();
+        gguf::File::TensorFilter keep;
+        if (!range.whole(m->cfg_.n_layer))
+            keep = [range](const gguf::TensorInfo& t) { return tensor_in_range(t.name, range); };
+        m->file_ = gguf::File::open(path, gguf::File::Load::Copy, keep);
+    }
+    const ModelConfig& c = m->cfg_;
+    validate_tensors(*m->file_, c, range);
+    m->w_ = Weights::bind(*m->file_, c, range);
+
+    model::ModelInfo& info = m->info_;
+    info.architecture = kArchitecture;
+    info.name = c.name;
+    info.n_vocab = c.n_vocab;
+    info.n_layer = c.n_layer;
+    info.hidden_size = int64_t(c.hc_dim());
+    info.trained_ctx = c.context_length;
+    info.range = range;
+    info.metadata_hash = metadata_hash(*m->file_);
+    m->layer_hash_.assign(c.n_layer, {});
+    for (uint32_t il = range.first; il <= range.last; ++il) {
+        Hasher h;
+        const std::string prefix = fmt::format("blk.{}.", il);
+        for (const gguf::TensorInfo& t : m->file_->tensors()) {
+            if (t.name.rfind(prefix, 0) != 0) continue;
+            h.str(t.name);
+            h.pod(uint32_t(t.type));
+            for (uint32_t d = 0; d < t.n_dims; ++d) h.pod(t.ne[d]);
+        }
+        m->layer_hash_[il] = h.done();
+    }
+
+    ops::RopeParams plain{int(c.rope_dim), c.rope_base, false};
+    ops::RopeParams compressed{int(c.rope_dim),        c.compress_rope_base, true,
+                               c.yarn_factor,          float(c.yarn_orig_ctx),
+                               c.yarn_beta_fast,       c.yarn_beta_slow};
+    m->rope_plain_ = std::make_unique<ops::Rope>(plain);
+    m->rope_compressed_ = std::make_unique<ops::Rope>(compressed);
+
+    std::vector<model::LayerExperts> experts(c.n_layer);
+    for (uint32_t il = range.first; il <= range.last; ++il) {
+        const LayerWeights& L = m->w_.layers[il];
+        experts[il] = {L.gate_exps, L.up_exps, L.down_exps};
+    }
+    m->experts_ = std::make_shared<model::ResidentExperts>(std::move(experts));
+    return m;
+}
+
+const ops::Rope& Model::rope(uint32_t il) const {
+    return cfg_.compress_ratio(il) == 0 ? *rope_plain_ : *rope_compressed_;
+}
+
+std::unique_ptr<model::Sequence> Model::new_sequence(const model::SequenceOptions& opt) const {
+    return std::make_unique<Sequence>(*this, opt);
+}
+
+int64_t Model::sequence_bytes(const model::SequenceOptions& opt) const {
+    int64_t b = 0;
+    for (uint32_t il = info_.range.first; il <= info_.range.last; ++il)
+        b += LayerState::bytes_for(cfg_, cfg_.compress_ratio(il), opt.ctx, std::max<int64_t>(0, opt.rewind_slack));
+    return b;
+}
+
+void Model::set_expert_source(std::shared_ptr<model::ExpertSource> source) {
+    if (!source) fail("set_expert_source: no source");
+    std::lock_guard lock(mu_);
+    experts_ = std::move(source);
+}
+
+std::string describe(const gguf::File& f) {
+    const ModelConfig c = ModelConfig::from_gguf(f);
+    validate_tensors(f, c);
+    std::string out = "derived configuration (deepseek4):\n";
+    out += fmt::format("  layers {}, n_embd {}, vocab {}, hc streams {} (sinkhorn {})\n", c.n_layer,
+                       c.n_embd, c.n_vocab, c.hc, c.sinkhorn_iters);
+    out += fmt::format("  attention: {} heads x {} (rope {}), q rank {}, output {} groups x {}, window {}\n",
+                       c.n_head, c.head_dim, c.rope_dim, c.q_lora_rank, c.o_groups, c.o_lora_rank, c.window);
+    out += fmt::format("  indexer: {} heads x {}, top-k {}\n", c.indexer_heads, c.indexer_dim, c.indexer_top_k);
+    out += fmt::format("  moe: {} experts ({} used, {} shared) x ff {}, {} hash layers, scale {:g}\n",
+                       c.n_expert, c.n_expert_used, c.n_expert_shared, c.expert_ff, c.n_hash_layers,
+                       double(c.expert_weights_scale));
+    std::string ratios;
+    for (uint32_t r : c.compress_ratios) ratios += (ratios.empty() ? "" : ",") + std::to_string(r);
+    out += fmt::format("  compress ratios: {}\n", ratios);
+    out += fmt::format("  rope base {:g}; compressed layers base {:g} + YaRN x{:g} (orig ctx {})\n",
+                       double(c.rope_base), double(c.compress_rope_base), double(c.yarn_factor),
+                       c.yarn_orig_ctx);
+    out += "  every tensor matches the layout: the engine can run this file\n";
+    return out;
+}
+
+}  // namespace ds4::deepseek4

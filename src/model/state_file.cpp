@@ -1,0 +1,159 @@
+#include "model/state_file.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "common/error.h"
+
+namespace ds4::model {
+namespace {
+
+constexpr uint32_t kFlagLogits = 1;
+constexpr size_t kArchBytes = 16;
+
+}  // namespace
+
+StateWriter::StateWriter(const StateHeader& h) {
+    if (h.architecture.size() >= kArchBytes) fail("state: architecture name '{}' too long", h.architecture);
+    bytes(kStateMagic, 8);
+    u32(kStateVersion);
+    u32(h.logits.empty() ? 0 : kFlagLogits);
+    char arch[kArchBytes] = {};
+    std::memcpy(arch, h.architecture.data(), h.architecture.size());
+    bytes(arch, kArchBytes);
+    bytes(h.metadata_hash.data(), 16);
+    u32(h.n_layer);
+    u32(h.range.first);
+    u32(h.range.last);
+    u32(h.range.output ? 1 : 0);
+    u64(uint64_t(h.ctx));
+    u32(h.qat ? 1 : 0);
+    u64(h.tokens.size());
+    for (int32_t t : h.tokens) u32(uint32_t(t));
+    if (!h.logits.empty()) {
+        u64(h.logits.size());
+        floats(h.logits.data(), h.logits.size());
+    }
+}
+
+void StateWriter::put(const void* p, size_t n) {
+    const auto* c = static_cast<const uint8_t*>(p);
+    buf_.insert(buf_.end(), c, c + n);
+}
+
+void StateWriter::begin_layer(uint32_t layer, const std::array<uint8_t, 16>& layer_hash) {
+    u32(layer);
+    bytes(layer_hash.data(), 16);
+    section_at_ = buf_.size();
+    u64(0);  // section length, filled in by end_layer()
+}
+
+void StateWriter::end_layer() {
+    const uint64_t len = buf_.size() - section_at_ - 8;
+    std::memcpy(&buf_[section_at_], &len, 8);
+}
+
+std::vector<uint8_t> StateWriter::finish() {
+    const uint64_t sum = XXH3_64bits(buf_.data(), buf_.size());
+    u64(sum);
+    return std::move(buf_);
+}
+
+StateReader::StateReader(std::span<const uint8_t> bytes, std::string name) : name_(std::move(name)) {
+    if (bytes.size() < 8 + 8 || std::memcmp(bytes.data(), kStateMagic, 8) != 0)
+        fail("{}: not a ds4 state (no DS4STATE magic)", name_);
+    b_ = bytes.first(bytes.size() - 8);
+    uint64_t sum;
+    std::memcpy(&sum, bytes.data() + b_.size(), 8);
+    if (XXH3_64bits(b_.data(), b_.size()) != sum)
+        fail("{}: checksum mismatch: the state is corrupted or truncated ({} bytes)", name_, bytes.size());
+    at_ = 8;
+    const uint32_t version = u32("version");
+    if (version != kStateVersion)
+        bad(fmt::format("format version {}, this build reads version {}", version, kStateVersion));
+    const uint32_t flags = u32("flags");
+    if (flags & ~kFlagLogits) bad(fmt::format("unknown flags 0x{:x}", flags));
+    char arch[kArchBytes];
+    get(arch, kArchBytes, "architecture");
+    if (arch[kArchBytes - 1] != 0) bad("architecture name not terminated");
+    h_.architecture = arch;
+    get(h_.metadata_hash.data(), 16, "metadata hash");
+    h_.n_layer = u32("layer count");
+    h_.range.first = u32("first layer");
+    h_.range.last = u32("last layer");
+    const uint32_t output = u32("output flag");
+    if (output > 1) bad(fmt::format("output flag {}", output));
+    h_.range.output = output == 1;
+    if (h_.range.first > h_.range.last || h_.range.last >= h_.n_layer ||
+        (h_.range.output && h_.range.last + 1 != h_.n_layer))
+        bad(fmt::format("layer range {}..{} of {} layers", h_.range.first, h_.range.last, h_.n_layer));
+    h_.ctx = int64_t(u64("context"));
+    const uint32_t qat = u32("qat flag");
+    if (qat > 1) bad(fmt::format("qat flag {}", qat));
+    h_.qat = qat == 1;
+    const uint64_t n = u64("token count");
+    if (n > (b_.size() - at_) / 4) bad(fmt::format("{} tokens in {} bytes", n, b_.size() - at_));
+    h_.tokens.resize(n);
+    for (auto& t : h_.tokens) {
+        const uint32_t v = u32("token");
+        if (v > uint32_t(INT32_MAX)) bad(fmt::format("token id {}", v));
+        t = int32_t(v);
+    }
+    if (flags & kFlagLogits) {
+        const uint64_t nv = u64("logit count");
+        h_.logits = floats(nv, "logits");
+    }
+}
+
+void StateReader::bad(const std::string& why) const { fail("{}: byte {}: {}", name_, at_, why); }
+
+void StateReader::get(void* p, size_t n, const char* what) {
+    if (n > b_.size() - at_) bad(fmt::format("truncated: {} needs {} bytes, {} left", what, n, b_.size() - at_));
+    if (section_end_ && at_ + n > section_end_) bad(fmt::format("{} runs past the end of its layer section", what));
+    std::memcpy(p, b_.data() + at_, n);
+    at_ += n;
+}
+
+uint32_t StateReader::u32(const char* what) {
+    uint32_t v;
+    get(&v, 4, what);
+    return v;
+}
+
+uint64_t StateReader::u64(const char* what) {
+    uint64_t v;
+    get(&v, 8, what);
+    return v;
+}
+
+std::vector<float> StateReader::floats(uint64_t n, const char* what) {
+    const size_t left = (section_end_ ? section_end_ : b_.size()) - at_;
+    if (n > left / sizeof(float)) bad(fmt::format("{}: {} floats in {} bytes", what, n, left));
+    std::vector<float> v(n);
+    get(v.data(), n * sizeof(float), what);
+    return v;
+}
+
+std::array<uint8_t, 16> StateReader::begin_layer(uint32_t layer) {
+    const uint32_t got = u32("layer index");
+    if (got != layer) bad(fmt::format("layer section {} where layer {} was expected", got, layer));
+    std::array<uint8_t, 16> h;
+    get(h.data(), 16, "layer hash");
+    const uint64_t len = u64("section length");
+    if (len > b_.size() - at_) bad(fmt::format("layer {} section of {} bytes, {} left", layer, len, b_.size() - at_));
+    section_end_ = at_ + len;
+    return h;
+}
+
+void StateReader::end_layer() {
+    if (at_ != section_end_) bad(fmt::format("{} bytes left unread in a layer section", section_end_ - at_));
+    section_end_ = 0;
+}
+
+void StateReader::finish() {
+    if (at_ != b_.size()) bad(fmt::format("{} bytes after the last layer section", b_.size() - at_));
+}
+
+}  // namespace ds4::model

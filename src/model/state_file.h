@@ -1,0 +1,78 @@
+// The byte format of a saved sequence state (docs/STATE_FORMAT.md): a versioned header with the
+// model's identity and layer range, the token history, optional next-token logits, one section
+// per layer (written by the model family), and an XXH3-64 checksum of everything before it.
+// All integers and floats little-endian.
+//
+// The reader checks the checksum before it parses anything, and every length against the
+// bytes that remain before it allocates; a bad input is a ds4::Error saying what and where.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/layer_range.h"
+
+namespace ds4::model {
+
+inline constexpr char kStateMagic[8] = {'D', 'S', '4', 'S', 'T', 'A', 'T', 'E'};
+inline constexpr uint32_t kStateVersion = 1;
+
+struct StateHeader {
+    std::string architecture;            // at most 15 bytes
+    std::array<uint8_t, 16> metadata_hash{};
+    uint32_t n_layer = 0;                // of the whole model
+    LayerRange range;                    // the layers whose sections follow
+    int64_t ctx = 0;                     // the saving sequence's context (informational)
+    bool qat = true;
+    std::vector<int32_t> tokens;
+    std::vector<float> logits;           // empty, or [n_vocab] after the last token
+};
+
+class StateWriter {
+public:
+    explicit StateWriter(const StateHeader& h);
+    void u32(uint32_t v) { put(&v, 4); }
+    void u64(uint64_t v) { put(&v, 8); }
+    void floats(const float* p, size_t n) { put(p, n * sizeof(float)); }
+    void bytes(const void* p, size_t n) { put(p, n); }
+    // A layer section: begin, the family's fields, end (which fills in the section's length).
+    void begin_layer(uint32_t layer, const std::array<uint8_t, 16>& layer_hash);
+    void end_layer();
+    // Appends the checksum and hands the bytes over.
+    std::vector<uint8_t> finish();
+
+private:
+    void put(const void* p, size_t n);
+    std::vector<uint8_t> buf_;
+    size_t section_at_ = 0;
+};
+
+class StateReader {
+public:
+    // Checks the checksum, magic and version and reads the header. `name` prefixes errors.
+    StateReader(std::span<const uint8_t> bytes, std::string name);
+    const StateHeader& header() const { return h_; }
+
+    uint32_t u32(const char* what);
+    uint64_t u64(const char* what);
+    // n floats; n is checked against the bytes left before anything is allocated.
+    std::vector<float> floats(uint64_t n, const char* what);
+    // Starts layer section `layer` (the next in order) and returns its recorded layer hash;
+    // end_layer() checks the section was read exactly.
+    std::array<uint8_t, 16> begin_layer(uint32_t layer);
+    void end_layer();
+    void finish();  // every byte read
+    [[noreturn]] void bad(const std::string& why) const;
+
+private:
+    void get(void* p, size_t n, const char* what);
+    std::span<const uint8_t> b_;   // without the checksum
+    size_t at_ = 0, section_end_ = 0;
+    std::string name_;
+    StateHeader h_;
+};
+
+}  // namespace ds4::model
