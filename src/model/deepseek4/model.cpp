@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <variant>
@@ -116,6 +117,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
             h.str(t.name);
             h.pod(uint32_t(t.type));
             for (uint32_t d = 0; d < t.n_dims; ++d) h.pod(t.ne[d]);
+            // A sample of the bytes (one page at each end) tells apart files of one layout
+            // whose weights differ, e.g. two generator seeds.
+            const size_t k = std::min<size_t>(64, t.n_bytes);
+            h.bytes(m->file_->data(t), k);
+            h.bytes(m->file_->data(t) + t.n_bytes - k, k);
         }
         m->layer_hash_[il] = h.done();
     }

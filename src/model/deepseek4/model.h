@@ -40,8 +40,8 @@ public:
     // RoPE of layer il: plain for ratio-0 layers, compressed base + YaRN otherwise.
     const ops::Rope& rope(uint32_t il) const;
     model::ExpertSource& experts() const { return *experts_; }
-    // XXH3-128 of the layer's tensor directory entries (name, type, shape): a saved layer
-    // state only loads into a layer with the same weights' layout.
+    // XXH3-128 of the layer's tensors (name, type, shape, and 64 bytes at each end of the
+    // data): a saved layer state only loads into a layer with the same weights.
     const std::array<uint8_t, 16>& layer_hash(uint32_t il) const { return layer_hash_.at(il); }
 
     // model::Model
@@ -52,9 +52,11 @@ public:
     void eval_layers(model::Batch b, float* hidden) override;
     void head(model::Batch b, const float* hidden) override;
     void eval(model::Batch b) override;
-    std::vector<uint8_t> save_state(const model::Sequence& seq, std::span<const float> logits) const override;
+    // (Defaults as in model::Model.)
+    std::vector<uint8_t> save_state(const model::Sequence& seq,
+                                    std::span<const float> logits = {}) const override;
     void load_state(std::span<const uint8_t> bytes, model::Sequence& seq,
-                    std::vector<float>* logits) const override;
+                    std::vector<float>* logits = nullptr) const override;
     void set_expert_source(std::shared_ptr<model::ExpertSource> source) override;
 
 private:

@@ -1,0 +1,222 @@
+// Sequence state as bytes (model/state_file.h, docs/STATE_FORMAT.md): continuing after a save
+// and a load equals never having saved, at positions inside and at the edges of the raw window
+// and of the compressors' windows, for whole models and for layer ranges; corrupted,
+// truncated or foreign states are rejected with a clear error and leave the target unchanged.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "model/deepseek4/model.h"
+#include "model/session.h"
+#include "tokenizer/tokenizer.h"
+#include "tool_run.h"
+
+namespace ds4::deepseek4 {
+namespace {
+
+std::string generate(const oracle::TempDir& dir, const std::string& name, std::vector<std::string> args) {
+    const std::string path = dir.file(name);
+    std::vector<std::string> argv = {oracle::binary("ds4-gguf-gen"), "-q", "-o", path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = oracle::run_command(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return path;
+}
+
+class State : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new oracle::TempDir;
+        path_ = generate(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "3"});
+    }
+    static void TearDownTestSuite() { delete dir_; }
+    static oracle::TempDir* dir_;
+    static std::string path_;
+};
+oracle::TempDir* State::dir_ = nullptr;
+std::string State::path_;
+
+// Logits of ids[from..] after the first `from` were evaluated into `seq`, in chunks of 16.
+std::vector<float> continue_from(Model& m, model::Sequence& seq, const std::vector<int32_t>& ids, int64_t from) {
+    const int64_t V = m.config().n_vocab;
+    std::vector<float> out((ids.size() - size_t(from)) * size_t(V));
+    for (int64_t at = from; at < int64_t(ids.size());) {
+        const int64_t n = std::min<int64_t>(16, int64_t(ids.size()) - at);
+        const model::BatchItem it{&seq, {ids.data() + at, size_t(n)}, model::Logits::All, out.data() + (at - from) * V};
+        m.eval(model::Batch(&it, 1));
+        at += n;
+    }
+    return out;
+}
+
+void feed(Model& m, model::Sequence& seq, const std::vector<int32_t>& ids, int64_t n) {
+    for (int64_t at = 0; at < n;) {
+        const int64_t k = std::min<int64_t>(32, n - at);
+        const model::BatchItem it{&seq, {ids.data() + at, size_t(k)}};
+        m.eval(model::Batch(&it, 1));
+        at += k;
+    }
+}
+
+TEST_F(State, ContinuingAfterALoadEqualsNeverSaving) {
+    auto m = Model::load(path_, {.threads = 2});
+    const int64_t V = m->config().n_vocab;
+    const auto ids = oracle::random_token_ids(300, V, 4);
+    // 0: empty; 1, 15, 16, 17: around the raw window of 16; 130: mid ratio-4 window after a
+    // ratio-128 row; 255, 256: around the second ratio-128 row; the indexer chooses from 20 on.
+    for (int64_t n : {0, 1, 15, 16, 17, 130, 255, 256}) {
+        SCOPED_TRACE("saved at " + std::to_string(n));
+        auto seq = m->new_sequence({.ctx = 512});
+        feed(*m, *seq, ids, n);
+        std::vector<float> logits(static_cast<size_t>(V), 0.5f);
+        const std::vector<uint8_t> bytes = m->save_state(*seq, logits);
+        // Into a sequence with another context and rewind slack: the state is positional.
+        auto loaded = m->new_sequence({.ctx = 320, .rewind_slack = 3});
+        std::vector<float> got_logits;
+        m->load_state(bytes, *loaded, &got_logits);
+        EXPECT_EQ(loaded->tokens(), seq->tokens());
+        EXPECT_EQ(got_logits, logits);
+        EXPECT_EQ(loaded->state_bytes_used(), seq->state_bytes_used());
+        const auto a = continue_from(*m, *seq, ids, n);
+        const auto b = continue_from(*m, *loaded, ids, n);
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+    }
+}
+
+TEST_F(State, RewindAfterALoadStopsAtWhatWasSaved) {
+    auto m = Model::load(path_, {.threads = 2});
+    const auto ids = oracle::random_token_ids(100, m->config().n_vocab, 5);
+    auto seq = m->new_sequence({.ctx = 256});
+    feed(*m, *seq, ids, 100);
+    auto loaded = m->new_sequence({.ctx = 256});
+    m->load_state(m->save_state(*seq), *loaded);
+    EXPECT_TRUE(seq->can_rewind(90));
+    EXPECT_FALSE(loaded->can_rewind(90));  // the raw rows before the last window were not saved
+    EXPECT_TRUE(loaded->can_rewind(100));
+    EXPECT_TRUE(loaded->can_rewind(0));
+    // A session falls back to evaluating the prefix again, and matches a fresh run.
+    model::Session s(*m, {.ctx = 256});
+    m->load_state(m->save_state(*seq), s.sequence());
+    s.truncate(90);
+    std::vector<float> a, b;
+    s.eval({ids[90]}, &a);
+    model::Session fresh(*m, {.ctx = 256});
+    fresh.eval(std::vector<int32_t>(ids.begin(), ids.begin() + 91), &b);
+    EXPECT_EQ(a, b);
+}
+
+TEST_F(State, LayerRangeStatesLoadIntoTheirRange) {
+    auto whole = Model::load(path_, {.threads = 2});
+    auto first = Model::load(path_, {.threads = 2, .layers = "0:2"});
+    auto second = Model::load(path_, {.threads = 2, .layers = "3:output"});
+    const int64_t V = whole->config().n_vocab, H = first->info().hidden_size;
+    const auto ids = oracle::random_token_ids(150, V, 6);
+    auto s1 = first->new_sequence({.ctx = 256});
+    auto s2 = second->new_sequence({.ctx = 256});
+    auto step = [&](model::Sequence& a, model::Sequence& b, int64_t at, int64_t n, float* logits) {
+        std::vector<float> h(static_cast<size_t>(n * H));
+        const model::BatchItem ia{&a, {ids.data() + at, size_t(n)}};
+        const model::BatchItem ib{&b, {ids.data() + at, size_t(n)}, model::Logits::All, logits};
+        first->embed(model::Batch(&ia, 1), h.data());
+        first->eval_layers(model::Batch(&ia, 1), h.data());
+        second->eval_layers(model::Batch(&ib, 1), h.data());
+        second->head(model::Batch(&ib, 1), h.data());
+    };
+    std::vector<float> sink(static_cast<size_t>(100 * V));
+    step(*s1, *s2, 0, 100, sink.data());
+    const auto b1 = first->save_state(*s1), b2 = second->save_state(*s2);
+    EXPECT_THROW(second->load_state(b1, *second->new_sequence({.ctx = 256})), Error);
+    EXPECT_THROW(whole->load_state(b1, *whole->new_sequence({.ctx = 256})), Error);
+    auto l1 = first->new_sequence({.ctx = 256});
+    auto l2 = second->new_sequence({.ctx = 256});
+    first->load_state(b1, *l1);
+    second->load_state(b2, *l2);
+    std::vector<float> a(static_cast<size_t>(50 * V)), b(static_cast<size_t>(50 * V));
+    step(*s1, *s2, 100, 50, a.data());
+    step(*l1, *l2, 100, 50, b.data());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+TEST_F(State, BadStatesAreRejectedAndLeaveTheSequenceAlone) {
+    auto m = Model::load(path_, {.threads = 2});
+    const auto ids = oracle::random_token_ids(40, m->config().n_vocab, 7);
+    auto seq = m->new_sequence({.ctx = 64});
+    feed(*m, *seq, ids, 40);
+    const std::vector<uint8_t> good = m->save_state(*seq);
+    auto target = m->new_sequence({.ctx = 64});
+    feed(*m, *target, ids, 10);
+    auto expect_rejected = [&](const std::vector<uint8_t>& bytes, const char* what) {
+        try {
+            m->load_state(bytes, *target);
+            ADD_FAILURE() << what << ": accepted";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+        EXPECT_EQ(target->pos(), 10);
+    };
+    // Every single flipped bit and every truncation is caught by the checksum (sampled).
+    for (size_t i = 0; i < good.size(); i += 97) {
+        std::vector<uint8_t> bad = good;
+        bad[i] ^= 0x10;
+        expect_rejected(bad, i < 8 ? "not a ds4 state" : "checksum");
+    }
+    for (size_t n : {size_t(0), size_t(7), size_t(20), good.size() / 2, good.size() - 1})
+        expect_rejected(std::vector<uint8_t>(good.begin(), good.begin() + n), n < 16 ? "not a ds4 state" : "checksum");
+    // Too long for the target's context.
+    auto small = m->new_sequence({.ctx = 32});
+    EXPECT_THROW(m->load_state(good, *small), Error);
+    EXPECT_EQ(small->pos(), 0);
+    // A state saved with QAT on does not continue a sequence with it off.
+    auto no_qat = m->new_sequence({.ctx = 64, .qat = false});
+    EXPECT_THROW(m->load_state(good, *no_qat), Error);
+    // Another model of the same layout (other weights), and another shape.
+    const std::string other_path = generate(*dir_, "other.gguf", {"--preset", "tiny", "--seed", "4"});
+    auto other = Model::load(other_path);
+    try {
+        other->load_state(good, *other->new_sequence({.ctx = 64}));
+        ADD_FAILURE() << "a state of other weights loaded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("other weights"), std::string::npos) << e.what();
+    }
+    const std::string wide_path = generate(*dir_, "wide.gguf", {"--preset", "tiny", "--embd", "512"});
+    auto wide = Model::load(wide_path);
+    try {
+        wide->load_state(good, *wide->new_sequence({.ctx = 64}));
+        ADD_FAILURE() << "a state of another model loaded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(State, EngineResumesFromASavedStateWithoutEvaluating) {
+    // The engine saves its next-token logits with the state: after a load, generate() samples
+    // at once and continues exactly as the original would have.
+    const std::string path = generate(*dir_, "vocab.gguf", {"--preset", "tiny", "--real-vocab"});
+    auto m = Model::load(path, {.threads = 2});
+    auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    const auto prompt = tok->encode("The state of a conversation, saved and loaded.");
+    engine::GenerateOptions g;
+    g.sampling.temperature = 0;
+    g.max_tokens = 12;
+    std::vector<int32_t> a, b;
+    engine::Engine e1(*m, *tok, {.ctx = 128});
+    e1.sync(prompt);
+    const std::vector<uint8_t> bytes = e1.save_state();
+    e1.generate(g, [&](int32_t id) { a.push_back(id); return true; });
+    engine::Engine e2(*m, *tok, {.ctx = 128});
+    e2.load_state(bytes);
+    EXPECT_EQ(e2.tokens(), prompt);
+    const auto r = e2.sync(prompt);
+    EXPECT_EQ(r.evaluated, 0);
+    e2.generate(g, [&](int32_t id) { b.push_back(id); return true; });
+    EXPECT_EQ(a, b);
+    EXPECT_FALSE(a.empty());
+}
+
+}  // namespace
+}  // namespace ds4::deepseek4
