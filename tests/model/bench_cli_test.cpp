@@ -27,7 +27,7 @@ using oracle::binary;
 using oracle::run_command;
 
 struct CsvRow {
-    long long ctx = 0, prefill = 0, gen = 0, kv = 0;
+    long long ctx = 0, prefill = 0, gen = 0, kv = 0, sessions = 0;
     double prefill_tps = 0, gen_tps = 0;
 };
 
@@ -43,14 +43,14 @@ std::vector<CsvRow> read_csv(const std::string& path) {
     const auto lines = read_lines(path);
     EXPECT_FALSE(lines.empty()) << path;
     if (lines.empty()) return {};
-    EXPECT_EQ(lines[0], "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes");
+    EXPECT_EQ(lines[0], "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,sessions");
     std::vector<CsvRow> rows;
     for (size_t i = 1; i < lines.size(); ++i) {
         CsvRow r;
-        char c[5];
+        char c[6];
         std::istringstream ss(lines[i]);
         ss >> r.ctx >> c[0] >> r.prefill >> c[1] >> r.prefill_tps >> c[2] >> r.gen >> c[3] >>
-            r.gen_tps >> c[4] >> r.kv;
+            r.gen_tps >> c[4] >> r.kv >> c[5] >> r.sessions;
         EXPECT_TRUE(ss && ss.peek() == EOF) << "row " << i << ": " << lines[i];
         for (char k : c) EXPECT_EQ(k, ',') << lines[i];
         rows.push_back(r);
@@ -98,6 +98,7 @@ TEST_F(BenchCli, OneRowPerFrontierWithIncrementalPrefill) {
         EXPECT_TRUE(std::isfinite(rows[i].prefill_tps) && rows[i].prefill_tps > 0);
         EXPECT_TRUE(std::isfinite(rows[i].gen_tps) && rows[i].gen_tps > 0);
         EXPECT_GT(rows[i].kv, 0);
+        EXPECT_EQ(rows[i].sessions, 1);
         if (i > 0) {
             EXPECT_GT(rows[i].kv, rows[i - 1].kv) << "KV bytes must grow with the context";
         }
@@ -120,6 +121,29 @@ TEST_F(BenchCli, LastFrontierLandsOnCtxMaxAndZeroGenIsPrefillOnly) {
         EXPECT_EQ(row.gen, 0);
         EXPECT_EQ(row.gen_tps, 0.0);
     }
+}
+
+// --sessions N: N sequences decode together from each frontier; the first decodes exactly the
+// single-sequence probe (batching changes nothing for it), and the CSV says N.
+TEST_F(BenchCli, SessionsDecodeTogetherAndTheFirstMatchesASingleProbe) {
+    auto walk = [&](const char* sessions, const std::string& csv, const std::string& probes) {
+        return bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "64", "--step-incr",
+                      "32", "--gen-tokens", "6", "--sessions", sessions, "--csv", csv,
+                      "--dump-probe-ids", probes});
+    };
+    const auto one = walk("1", dir_.file("one.csv"), dir_.file("one.txt"));
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const auto four = walk("4", dir_.file("four.csv"), dir_.file("four.txt"));
+    ASSERT_EQ(four.exit_code, 0) << four.output;
+    const auto rows = read_csv(dir_.file("four.csv"));
+    ASSERT_EQ(rows.size(), 2u);
+    for (const auto& r : rows) {
+        EXPECT_EQ(r.sessions, 4);
+        EXPECT_EQ(r.gen, 6);
+        EXPECT_TRUE(std::isfinite(r.gen_tps) && r.gen_tps > 0);
+    }
+    EXPECT_EQ(read_lines(dir_.file("one.txt")), read_lines(dir_.file("four.txt")));
+    EXPECT_NE(bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "32", "--sessions", "0"}).exit_code, 0);
 }
 
 // Each probe must be exactly the greedy continuation of the frontier's prefix: what `ds4

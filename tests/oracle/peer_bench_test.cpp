@@ -45,7 +45,7 @@ TEST(PeerBench, WalksTheFrontiersAndRestoresAfterEachProbe) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto csv = read_lines(dir.file("a.csv"));
     ASSERT_EQ(csv.size(), 4u) << r.output;
-    EXPECT_EQ(csv[0], "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes");
+    EXPECT_EQ(csv[0], "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,sessions");
     EXPECT_EQ(csv[1].rfind("16,16,", 0), 0u) << csv[1];
     EXPECT_EQ(csv[2].rfind("32,16,", 0), 0u) << csv[2];
     EXPECT_EQ(csv[3].rfind("48,16,", 0), 0u) << csv[3];

@@ -1,5 +1,6 @@
 #include "frontier.h"
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 
@@ -68,6 +69,20 @@ int32_t greedy_non_eos(const float* logits, int64_t n, int32_t eos) {
     }
     if (best < 0) fail("greedy probe: no token other than EOS among {} logits", n);
     return int32_t(best);
+}
+
+std::vector<int32_t> best_non_eos(const float* logits, int64_t n, int32_t eos, int64_t k) {
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < n; ++i)
+        if (i != eos) ids.push_back(int32_t(i));
+    if (k < 1 || k > int64_t(ids.size()))
+        fail("greedy probe: {} starting tokens wanted from {} candidates", k, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    ids.resize(size_t(k));
+    ids[0] = greedy_non_eos(logits, n, eos);  // the same choice as a single-sequence probe
+    return ids;
 }
 
 }  // namespace ds4::bench

@@ -41,5 +41,7 @@ void check_sequence(const std::vector<int32_t>& ids, const SweepShape& s, int64_
 // The probe's greedy choice: argmax of logits[0, n), never `eos` (pass -1 for none): when the
 // argmax is EOS the next best token is taken, so every probe decodes the same number of tokens.
 int32_t greedy_non_eos(const float* logits, int64_t n, int32_t eos);
+// The k best ids other than eos, best first (ties: lower id first); k <= n - 1.
+std::vector<int32_t> best_non_eos(const float* logits, int64_t n, int32_t eos, int64_t k);
 
 }  // namespace ds4::bench

@@ -54,14 +54,15 @@ int run(const Options& o) {
     so.session.prefill_chunk = o.prefill_chunk;
     so.session.qat = o.qat;
     so.warmup = o.warmup;
+    so.sessions = o.sessions;
     const char* eos_key = "tokenizer.ggml.eos_token_id";
     if (file.find(eos_key)) so.eos = int32_t(file.get_u32(eos_key));
 
     std::printf("ds4-bench: %s, %zu tokens, %zu frontiers, %d threads, ctx %lld, prefill chunk %lld%s, "
-                "warm-up %lld\n",
+                "warm-up %lld, %lld session(s) per probe\n",
                 o.model.c_str(), ids.size(), frontiers(o.shape).size(), threads,
                 static_cast<long long>(so.session.ctx), static_cast<long long>(o.prefill_chunk),
-                o.qat ? "" : ", no QAT", static_cast<long long>(o.warmup));
+                o.qat ? "" : ", no QAT", static_cast<long long>(o.warmup), static_cast<long long>(o.sessions));
     CsvWriter csv(o.csv);
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> probes(nullptr, &std::fclose);
     if (!o.dump_probe_ids.empty()) {

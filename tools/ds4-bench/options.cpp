@@ -38,9 +38,14 @@ ParseResult parse_options(int argc, char** argv) {
                    "Tokens of the greedy decode probe at each frontier (default 128; 0: prefill "
                    "only)")
         ->group("Frontiers");
+    app.add_option("--sessions", o.sessions,
+                   "Sequences decoding together in each probe (default 1): the frontier's state "
+                   "copied to each, sequence i starting from the (i+1)-th best token, one batched "
+                   "call per step; gen t/s is their aggregate")
+        ->check(CLI::Range(int64_t(1), int64_t(256)))->group("Frontiers");
     app.add_option("--csv", o.csv,
-                   "Write ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes, "
-                   "one row per frontier")
+                   "Write ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,"
+                   "sessions, one row per frontier")
         ->option_text("OUT")->group("Output");
     app.add_option("--dump-probe-ids", o.dump_probe_ids,
                    "Write each probe's greedy token ids, one line per frontier (diagnostics)")

@@ -17,6 +17,7 @@ struct Options {
     std::string token_ids;      // --token-ids FILE: whitespace-separated ids, used as they are
     SweepShape shape;           // --ctx-start, --ctx-max, --step-incr, --gen-tokens
     std::string csv;            // --csv OUT (empty: table only)
+    int64_t sessions = 1;       // --sessions N: sequences decoding together in each probe
     int threads = 0;            // -t/--threads (0: all cores)
     int64_t ctx = 0;            // --ctx/--ctx-alloc (0: last frontier + gen-tokens)
     int64_t prefill_chunk = 512;  // --prefill-chunk

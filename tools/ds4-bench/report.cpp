@@ -7,8 +7,8 @@
 namespace ds4::bench {
 
 std::string csv_line(const Row& r) {
-    return fmt::format("{},{},{:.3f},{},{:.3f},{}", r.ctx_tokens, r.prefill_tokens, r.prefill_tps,
-                       r.gen_tokens, r.gen_tps, r.kvcache_bytes);
+    return fmt::format("{},{},{:.3f},{},{:.3f},{},{}", r.ctx_tokens, r.prefill_tokens, r.prefill_tps,
+                       r.gen_tokens, r.gen_tps, r.kvcache_bytes, r.sessions);
 }
 
 CsvWriter::CsvWriter(const std::string& path) : path_(path), f_(nullptr, &std::fclose) {

@@ -15,11 +15,12 @@ struct Row {
     double prefill_tps = 0;
     int64_t gen_tokens = 0;      // tokens of the decode probe (timed)
     double gen_tps = 0;          // 0 when gen_tokens is 0
-    int64_t kvcache_bytes = 0;   // KV state held at the frontier
+    int64_t kvcache_bytes = 0;   // KV state held at the frontier (one sequence)
+    int64_t sessions = 1;        // sequences decoding together in the probe; gen_tps is their sum
 };
 
 inline constexpr const char* kCsvHeader =
-    "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes";
+    "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,sessions";
 
 std::string csv_line(const Row& r);  // no newline
 

@@ -18,6 +18,7 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
     if (opt.session.ctx < need)
         fail("--ctx {} is too small: the last frontier {} plus --gen-tokens {} needs {}",
              opt.session.ctx, fronts.back(), opt.shape.gen_tokens, need);
+    if (opt.sessions < 1) fail("--sessions {} must be at least 1", opt.sessions);
     if (int64_t(ids.size()) < fronts.back())
         fail("{} tokens to walk, fewer than the last frontier {}", ids.size(), fronts.back());
     const int64_t V = model.info().n_vocab;
@@ -49,14 +50,25 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
             // Nothing follows the last frontier: no need to come back to it.
             const bool last = f == fronts.back();
             const auto snap = last ? nullptr : s.snapshot();
+            const int64_t N = opt.sessions;
+            r.sessions = N;
+            std::vector<std::unique_ptr<model::Sequence>> others;  // sequences 1..N-1
+            for (int64_t i = 1; i < N; ++i) others.push_back(s.sequence().clone());
+            std::vector<int32_t> next(static_cast<size_t>(N));
+            const std::vector<int32_t> firsts = best_non_eos(logits.data(), V, opt.eos, N);
+            std::copy(firsts.begin(), firsts.end(), next.begin());
+            step_logits.resize(size_t(N * V));
+            std::vector<model::BatchItem> batch(static_cast<size_t>(N));
             const auto t1 = clock::now();
-            int32_t next = greedy_non_eos(logits.data(), V, opt.eos);
             for (int64_t i = 0; i < r.gen_tokens; ++i) {
-                probe.push_back(next);
-                s.eval({next}, &step_logits);
-                next = greedy_non_eos(step_logits.data(), V, opt.eos);
+                probe.push_back(next[0]);
+                for (int64_t k = 0; k < N; ++k)
+                    batch[size_t(k)] = {k == 0 ? &s.sequence() : others[size_t(k - 1)].get(),
+                                        {&next[size_t(k)], 1}, model::Logits::Last, &step_logits[size_t(k * V)]};
+                model.eval(batch);
+                for (int64_t k = 0; k < N; ++k) next[size_t(k)] = greedy_non_eos(&step_logits[size_t(k * V)], V, opt.eos);
             }
-            r.gen_tps = double(r.gen_tokens) / seconds(t1, clock::now());
+            r.gen_tps = double(N * r.gen_tokens) / seconds(t1, clock::now());
             if (snap) s.restore(*snap);
         }
         rows.push_back(r);

@@ -21,6 +21,11 @@ struct SweepOptions {
     // walk, then Session::reset(): a process's first prefill otherwise also pays for faulting in
     // its scratch buffers (docs/PERFORMANCE.md, "First prefill of a process").
     int64_t warmup = 0;
+    // Sequences in each decode probe (>= 1): the frontier's state is copied to all of them,
+    // sequence i starts from the (i+1)-th best token (so their routes differ from the first
+    // step), and every step is one batched call with one row per sequence. Sequence 0 decodes
+    // exactly what a single-sequence probe decodes.
+    int64_t sessions = 1;
 };
 
 // Called after each frontier with its row and the ids the probe decoded.
