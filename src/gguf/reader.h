@@ -51,7 +51,9 @@ public:
         "Read the weights into huge-page memory instead of mapping the file: the file is held "
         "twice while it stays cached; faster decode on VMs (1.1x here) and when the cached file "
         "sits on small pages (docs/PERFORMANCE.md)";
-    // Maps (or copies) and validates `path`. Throws ds4::Error on any problem.
+    // Maps (or copies) and validates `path`. Throws ds4::Error on any problem. Only regular
+    // files are read: a directory, FIFO, socket or device is refused by its type, without
+    // blocking (a FIFO is never waited on for a writer).
     static std::unique_ptr<File> open(const std::string& path, Load load = Load::Map);
     // Parses an in-memory image (the fuzz target and tests); `name` appears in messages.
     // The bytes must outlive the File.
