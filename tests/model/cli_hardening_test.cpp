@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "common/thread_count.h"
 #include "tool_run.h"
 
 namespace ds4::cli {
@@ -15,20 +17,20 @@ namespace {
 
 using oracle::binary;
 
-struct Run {
+struct ToolRun {
     int exit_code = -1;
     std::string output;  // stdout and stderr together
 };
 
 // Runs a built tool under `timeout 30`.
-Run tool(const std::string& name, const std::vector<std::string>& args) {
+ToolRun tool(const std::string& name, const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"timeout", "30", binary(name)};
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = oracle::run_command(argv);
     return {r.exit_code, r.output};
 }
 
-void expect_error(const Run& r, const std::vector<std::string>& fragments, int code = 1) {
+void expect_error(const ToolRun& r, const std::vector<std::string>& fragments, int code = 1) {
     EXPECT_EQ(r.exit_code, code) << r.output;
     for (const auto& f : fragments)
         EXPECT_NE(r.output.find(f), std::string::npos) << "missing: " << f << "\nin: " << r.output;
@@ -69,6 +71,52 @@ TEST_F(CliHardening, FifoAsModelIsRefusedWithoutBlocking) {
                  {"ds4-server: ", fifo, "is a FIFO"});
     expect_error(tool("ds4-bench", {"-m", fifo, "--token-ids", ids_}),
                  {"ds4-bench: ", fifo, "is a FIFO"});
+}
+
+// Item 4: --threads has a cap in every tool that takes it (-t 20000 started 20,000 threads).
+TEST_F(CliHardening, TooManyThreadsIsAnError) {
+    const std::string cap = "1 to " + std::to_string(max_threads());
+    expect_error(tool("ds4", {"-m", model_, "-p", "hi", "-t", "100000"}),
+                 {"--threads: must be 0", cap, "got 100000"}, 105);
+    expect_error(tool("ds4-server", {"-m", model_, "--port", "0", "--threads", "100000"}),
+                 {"--threads: must be 0", cap}, 105);
+    expect_error(tool("ds4-bench", {"-m", model_, "--token-ids", ids_, "-t", "100000"}),
+                 {"--threads: must be 0", cap}, 105);
+    expect_error(tool("ds4-gguf-gen", {"-q", "-o", dir_->file("x.gguf"), "--threads", "100000"}),
+                 {"--threads: must be 0", cap}, 105);
+    expect_error(tool("ds4", {"-m", model_, "-p", "hi", "-t", "-1"}), {"--threads: must be 0"}, 105);
+}
+
+// Item 16: a range error names the flag and the range in plain numbers (it printed DBL_MAX).
+TEST_F(CliHardening, RangeErrorsArePlainNumbers) {
+    for (const auto& [tool_name, args, message] :
+         std::vector<std::tuple<std::string, std::vector<std::string>, std::string>>{
+             {"ds4", {"--ctx", "0"}, "--ctx: must be at least 1, got 0"},
+             {"ds4", {"-n", "-2"}, "--tokens: must be at least 0, got -2"},
+             {"ds4", {"--prefill-chunk", "0"}, "--prefill-chunk: must be at least 1, got 0"},
+             {"ds4-bench", {"--token-ids", ids_, "--prefill-chunk", "0"},
+              "--prefill-chunk: must be at least 1, got 0"},
+             {"ds4-bench", {"--token-ids", ids_, "--warmup", "-1"}, "--warmup: must be at least 0, got -1"},
+         }) {
+        SCOPED_TRACE(message);
+        const ToolRun r = tool(tool_name, args);
+        expect_error(r, {message}, 105);
+        EXPECT_EQ(r.output.find("179769"), std::string::npos) << r.output;
+    }
+}
+
+// Item 17: the sampling flags follow the server's rules (sampling/sampler.h).
+TEST_F(CliHardening, SamplingFlagsFollowTheServersRules) {
+    for (const auto& [flag, value, message] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"--temp", "-1", "--temp: must be a finite number >= 0, got -1"},
+             {"--temp", "nan", "--temp: must be a finite number >= 0, got nan"},
+             {"--top-p", "2", "--top-p: must be in [0, 1], got 2"},
+             {"--min-p", "-1", "--min-p: must be in [0, 1], got -1"},
+             {"--top-k", "-5", "--top-k: must be >= 0, got -5"},
+         }) {
+        SCOPED_TRACE(flag + " " + value);
+        expect_error(tool("ds4", {"-m", model_, "-p", "hi", flag, value}), {message}, 105);
+    }
 }
 
 }  // namespace

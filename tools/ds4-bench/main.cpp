@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_count.h"
 #include "frontier.h"
 #include "model/model.h"
 #include "options.h"
@@ -49,8 +50,7 @@ int run(const Options& o) {
     SweepOptions so;
     so.shape = o.shape;
     so.session.ctx = o.ctx > 0 ? o.ctx : context_needed(o.shape);
-    so.session.threads =
-        o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    so.session.threads = resolve_threads(o.threads);
     so.session.prefill_chunk = o.prefill_chunk;
     so.session.qat = o.qat;
     so.warmup = o.warmup;

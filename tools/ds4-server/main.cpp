@@ -8,7 +8,9 @@
 #include <random>
 #include <thread>
 
+#include "common/cli_checks.h"
 #include "common/error.h"
+#include "common/thread_count.h"
 #include "engine/engine.h"
 #include "gguf/reader.h"
 #include "model/model.h"
@@ -41,7 +43,7 @@ int run(const Options& o) {
     auto model = ds4::model::Model::load(
         o.model, o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map);
     const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
-    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = ds4::resolve_threads(o.threads);
     ds4::engine::Engine engine(*model, *tok,
                                {.ctx = o.ctx, .threads = threads, .prefill_chunk = o.prefill_chunk,
                                 .qat = o.qat, .rewind_slack = o.rewind_slack});
@@ -87,8 +89,8 @@ int main(int argc, char** argv) {
                       ->option_text("FILE")->group("Model and runtime");
     app.add_option("-c,--ctx", o.ctx, "Context size in tokens (default 32768)")
         ->check(CLI::PositiveNumber)->group("Model and runtime");
-    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
-        ->check(CLI::NonNegativeNumber)->group("Model and runtime");
+    app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
+        ->check(ds4::cli_checks::thread_count())->group("Model and runtime");
     app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
         ->check(CLI::PositiveNumber)->group("Model and runtime");
     app.add_option("--rewind-slack", o.rewind_slack,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_count.h"
 #include "model/model.h"
 
 namespace ds4::cli {
@@ -44,7 +45,7 @@ int run_eval_tokens(const Options& o) {
     const std::vector<int32_t> ids = read_token_ids(o.token_ids);
     auto model = model::Model::load(o.model, o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map);
     const int64_t V = model->config().n_vocab;
-    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = resolve_threads(o.threads);
     model::Session s(*model, {.ctx = o.ctx, .threads = threads, .prefill_chunk = o.prefill_chunk,
                               .qat = o.qat});
     using clock = std::chrono::steady_clock;
