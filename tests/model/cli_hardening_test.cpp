@@ -5,6 +5,9 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -117,6 +120,45 @@ TEST_F(CliHardening, SamplingFlagsFollowTheServersRules) {
         SCOPED_TRACE(flag + " " + value);
         expect_error(tool("ds4", {"-m", model_, "-p", "hi", flag, value}), {message}, 105);
     }
+}
+
+// Item 18: a directory as --prompt-file ran an empty prompt.
+TEST_F(CliHardening, DirectoryAsPromptFileIsAnError) {
+    const std::string d = dir_->path().string();
+    expect_error(tool("ds4", {"-m", model_, "--prompt-file", d}),
+                 {"ds4: --prompt-file " + d + ": is a directory"});
+    expect_error(tool("ds4", {"-m", model_, "--dump-tokens", "--raw", "--prompt-file", d}),
+                 {"ds4: --prompt-file " + d + ": is a directory"});
+    expect_error(tool("ds4-bench", {"-m", model_, "--prompt-file", d}),
+                 {"ds4-bench: --prompt-file " + d + ": is a directory"});
+}
+
+// Item 15: --dump-logits-f32 left a partial file on a full disk. Now the file is replaced
+// whole or not at all, and the failure is reported. The "full disk" is a file size limit
+// (ulimit -f, SIGXFSZ ignored so the write fails with EFBIG); 3 x 512 logits need 6 KiB.
+TEST_F(CliHardening, LogitsDumpIsWholeOrAbsent) {
+    oracle::TempDir d;
+    const std::string out = d.file("logits.f32");
+    std::ofstream(out) << "previous";
+    const std::string cmd = "trap '' XFSZ; ulimit -f 2; exec timeout 30 '" + binary("ds4") + "' -m '" +
+                            model_ + "' --token-ids '" + ids_ + "' --dump-logits-f32 '" + out + "'";
+    const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+    expect_error({r.exit_code, r.output}, {"ds4: --dump-logits-f32 " + out, "File too large"});
+    std::ifstream in(out);
+    std::stringstream kept;
+    kept << in.rdbuf();
+    EXPECT_EQ(kept.str(), "previous");
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(d.path())) n += e.is_regular_file();
+    EXPECT_EQ(n, 1u) << "a temporary file was left behind";
+
+    // A full device is reported, not ignored.
+    expect_error(tool("ds4", {"-m", model_, "--token-ids", ids_, "--dump-logits-f32", "/dev/full"}),
+                 {"ds4: --dump-logits-f32 /dev/full", "No space left on device"});
+    // Without a limit the whole file is there.
+    const ToolRun ok = tool("ds4", {"-m", model_, "--token-ids", ids_, "--dump-logits-f32", out});
+    ASSERT_EQ(ok.exit_code, 0) << ok.output;
+    EXPECT_EQ(std::filesystem::file_size(out), 3u * 512u * sizeof(float));
 }
 
 }  // namespace

@@ -4,12 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "common/thread_count.h"
 #include "model/model.h"
 
@@ -55,9 +54,14 @@ int run_eval_tokens(const Options& o) {
     s.eval(ids, &logits, all);
     const double prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
     if (all) {
-        std::ofstream out(o.dump_logits, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
-        if (!out) fail("cannot write logits to {}", o.dump_logits);
+        // Replaced whole or not at all (a full disk left a partial file); a device such as
+        // /dev/stdout is written in place.
+        try {
+            write_file(o.dump_logits, {reinterpret_cast<const char*>(logits.data()),
+                                       logits.size() * sizeof(float)});
+        } catch (const Error& e) {
+            fail("--dump-logits-f32 {}", e.what());
+        }
     }
     int32_t next = argmax(logits.data() + (all ? (int64_t(ids.size()) - 1) * V : 0), V);
     const auto t1 = clock::now();

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
-#include <thread>
 
 #include "common/error.h"
 #include "common/thread_count.h"
