@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_count.h"
 #include "gguf/tensor_type.h"
 #include "model/deepseek4/model.h"
 #include "model/session.h"
@@ -97,7 +98,7 @@ int main(int argc, char** argv) try {
         if (a == "-m") path = v;
         else if (a == "--prefill") prefill = std::stoll(v);
         else if (a == "--decode") decode = std::stoll(v);
-        else if (a == "--threads") threads = std::stoi(v);
+        else if (a == "--threads") threads = ds4::resolve_threads(std::stoll(v));
         else if (a == "--warm") warm = std::stoi(v) != 0;
         else if (a == "--reps") reps = std::stoi(v);
         else if (a == "--chunk") {

@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "common/huge_pages.h"
+#include "common/thread_count.h"
 #include "common/thread_pool.h"
 #include "ggml_ref.h"
 #include "quant/quant.h"
@@ -61,7 +62,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--reps") o.reps = std::stoi(v);
         else if (a == "--threads") {
             o.threads.clear();
-            for (const auto& t : split(v)) o.threads.push_back(std::stoi(t));
+            for (const auto& t : split(v)) o.threads.push_back(ds4::resolve_threads(std::stoll(t)));
         } else if (a == "--formats") {
             for (const auto& f : split(v)) {
                 auto t = ds4::tensor_type_from_name(f);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_count.h"
 #include "common/thread_pool.h"
 #include "quant/prefetch.h"
 
@@ -119,7 +120,7 @@ int run(int argc, char** argv) {
         if (i + 1 >= argc) ds4::fail("{}: missing value (see --help)", a);
         const char* v = argv[++i];
         if (a == "--mib") mib = parse_int("--mib", v, 1);
-        else if (a == "--threads") threads = parse_int("--threads", v, 1);
+        else if (a == "--threads") threads = ds4::resolve_threads(parse_int("--threads", v, 1));
         else if (a == "--reps") reps = parse_int("--reps", v, 1);
         else ds4::fail("unknown option {} (see --help)", a);
     }

@@ -266,18 +266,39 @@ std::pair<size_t, int> read_in_parallel(int fd, uint8_t* dst,
 
 }  // namespace
 
+namespace {
+
+// What a non-regular file is, for the error message.
+const char* file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+[[noreturn]] void not_regular(const std::string& path, mode_t m) {
+    fail("{}: is {}, not a regular file (a model must be a GGUF file on disk)", path, file_kind(m));
+}
+
+}  // namespace
+
 std::unique_ptr<File> File::open(const std::string& path, Load load, const TensorFilter& keep) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+    // The type is checked before open(), and open() does not block either: opening a FIFO for
+    // reading would otherwise wait forever for a writer (and a device may act on open).
     struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) not_regular(path, st.st_mode);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
     if (fstat(fd, &st) != 0) {
         const int e = errno;
         ::close(fd);
         fail("{}: cannot stat: {}", path, std::strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st.st_mode)) {  // replaced since the stat() above
         ::close(fd);
-        fail("{}: not a regular file", path);
+        not_regular(path, st.st_mode);
     }
     std::unique_ptr<File> f(new File());
     f->path_ = path;

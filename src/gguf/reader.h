@@ -56,7 +56,9 @@ public:
     // Which tensors a Copy load reads (the others' pages stay untouched: a process that runs a
     // range of layers holds only its share of the file). Empty: all of them.
     using TensorFilter = std::function<bool(const TensorInfo&)>;
-    // Maps (or copies) and validates `path`. Throws ds4::Error on any problem.
+    // Maps (or copies) and validates `path`. Throws ds4::Error on any problem. Only regular
+    // files are read: a directory, FIFO, socket or device is refused by its type, without
+    // blocking (a FIFO is never waited on for a writer).
     static std::unique_ptr<File> open(const std::string& path, Load load = Load::Map,
                                       const TensorFilter& keep = {});
     // Parses an in-memory image (the fuzz target and tests); `name` appears in messages.

@@ -78,16 +78,13 @@ size_t alternative_of(ValueType t) {
 }  // namespace
 
 Writer::Writer(std::string path, uint64_t alignment)
-    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), alignment_(alignment) {
+    : path_(std::move(path)), alignment_(alignment) {
     if (alignment_ == 0 || !std::has_single_bit(alignment_) || alignment_ > UINT32_MAX)
         fail("{}: GGUF alignment must be a power of two that fits u32 (found {})", path_,
              alignment_);
 }
 
-Writer::~Writer() {
-    if (f_) std::fclose(f_);
-    if (started_ && !finished_) std::remove(tmp_path_.c_str());
-}
+Writer::~Writer() = default;  // an uncommitted AtomicFile removes its temporary
 
 void Writer::set(const std::string& key, Value v) {
     if (started_) fail("{}: metadata key '{}' set after begin_data()", path_, key);
@@ -146,14 +143,13 @@ uint64_t Writer::add_tensor(const std::string& name, TensorType type, std::vecto
 }
 
 void Writer::write_bytes(const void* p, size_t n) {
-    if (n && std::fwrite(p, 1, n, f_) != n)
-        fail("{}: write failed at byte {}: {}", tmp_path_, pos_, std::strerror(errno));
+    out_->write(p, n);
     pos_ += n;
 }
 
 void Writer::pad_to(uint64_t absolute) {
-    static const uint8_t zeros[256] = {};
-    while (pos_ < absolute) write_bytes(zeros, size_t(std::min<uint64_t>(absolute - pos_, 256)));
+    static const uint8_t zeros[4096] = {};
+    while (pos_ < absolute) write_bytes(zeros, size_t(std::min<uint64_t>(absolute - pos_, sizeof zeros)));
 }
 
 void Writer::begin_data() {
@@ -181,9 +177,8 @@ void Writer::begin_data() {
     }
     data_start_ = align_up(h.bytes.size(), alignment_);
 
-    f_ = std::fopen(tmp_path_.c_str(), "wb");
-    if (!f_) fail("{}: cannot create: {}", tmp_path_, std::strerror(errno));
-    started_ = true;  // from here on the destructor cleans up the temporary file
+    out_ = std::make_unique<AtomicFile>(path_);
+    started_ = true;
     write_bytes(h.bytes.data(), h.bytes.size());
     pad_to(data_start_);
 }
@@ -215,8 +210,8 @@ void Writer::skip_tensor(const std::string& name) {
              path_, t.name, name);
     // Seeking past the end leaves a hole; finish() extends the file over trailing holes.
     const uint64_t end = data_start_ + t.offset + t.n_bytes;
-    if (end > uint64_t(INT64_MAX) || fseeko(f_, off_t(end), SEEK_SET) != 0)
-        fail("{}: seek to byte {} failed: {}", tmp_path_, end, std::strerror(errno));
+    if (end > uint64_t(INT64_MAX) || lseek(out_->fd(), off_t(end), SEEK_SET) < 0)
+        fail("{}: seek to byte {} failed: {}", path_, end, std::strerror(errno));
     pos_ = end;
     ++next_;
 }
@@ -230,16 +225,10 @@ void Writer::finish() {
     // The file ends padded to the alignment, as ggml writes it; ftruncate also materializes
     // a trailing hole left by skip_tensor().
     const uint64_t end = data_start_ + align_up(data_bytes_, alignment_);
-    if (std::fflush(f_) != 0) fail("{}: flush failed: {}", tmp_path_, std::strerror(errno));
-    const int fd = fileno(f_);
-    if (ftruncate(fd, off_t(end)) != 0)
-        fail("{}: cannot size the file to {} bytes: {}", tmp_path_, end, std::strerror(errno));
-    if (fsync(fd) != 0) fail("{}: fsync failed: {}", tmp_path_, std::strerror(errno));
-    const int rc = std::fclose(f_);
-    f_ = nullptr;
-    if (rc != 0) fail("{}: close failed: {}", tmp_path_, std::strerror(errno));
-    if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
-        fail("{}: cannot rename {} to it: {}", path_, tmp_path_, std::strerror(errno));
+    if (ftruncate(out_->fd(), off_t(end)) != 0)
+        fail("{}: cannot size the file to {} bytes: {}", path_, end, std::strerror(errno));
+    out_->commit();  // fsync, close, rename over path_
+    out_.reset();
     finished_ = true;
 }
 

@@ -7,18 +7,23 @@
 //   w.add_tensor("token_embd.weight", TensorType::F16, {4096, 129280});
 //   w.begin_data();                       // writes header + tensor directory
 //   w.write_tensor("token_embd.weight", bytes);   // or skip_tensor(...) for a sparse hole
-//   w.finish();                           // pads, truncates, fsyncs, closes
+//   w.finish();                           // pads, truncates, fsyncs, renames into place
+//
+// The file is written under a random temporary name next to `path` and renamed over it by
+// finish() (common/file_io.h: AtomicFile): an existing file is replaced only by a complete one,
+// and a symlink planted at a predictable name is never followed.
 //
 // Errors (I/O, wrong order, wrong byte count, duplicate names) throw ds4::Error.
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/file_io.h"
 #include "gguf/reader.h"
 #include "gguf/tensor_type.h"
 #include "gguf/value.h"
@@ -29,6 +34,7 @@ class Writer {
 public:
     explicit Writer(std::string path, uint64_t alignment = kDefaultAlignment);
     ~Writer();  // an unfinished file is removed, so a failed run leaves no half-written model
+                // (and an older file at `path` stays as it was)
     Writer(const Writer&) = delete;
     Writer& operator=(const Writer&) = delete;
 
@@ -56,7 +62,6 @@ private:
     void pad_to(uint64_t absolute);
 
     std::string path_;
-    std::string tmp_path_;
     uint64_t alignment_;
     std::vector<std::pair<std::string, Value>> kv_;
     std::vector<Pending> tensors_;
@@ -64,7 +69,7 @@ private:
     size_t next_ = 0;
     uint64_t pos_ = 0;
     uint64_t data_start_ = 0;
-    std::FILE* f_ = nullptr;
+    std::unique_ptr<AtomicFile> out_;  // from begin_data() until finish()
     bool started_ = false, finished_ = false;
 };
 

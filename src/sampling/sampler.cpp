@@ -7,6 +7,13 @@
 
 namespace ds4::sampling {
 
+const char* temperature_error(double v) {
+    return std::isfinite(v) && v >= 0 ? nullptr : "must be a finite number >= 0";
+}
+const char* top_p_error(double v) { return v >= 0 && v <= 1 ? nullptr : "must be in [0, 1]"; }
+const char* min_p_error(double v) { return v >= 0 && v <= 1 ? nullptr : "must be in [0, 1]"; }
+const char* top_k_error(int64_t v) { return v >= 0 ? nullptr : "must be >= 0"; }
+
 int32_t argmax(std::span<const float> logits) {
     int32_t best = -1;
     for (size_t i = 0; i < logits.size(); ++i) {

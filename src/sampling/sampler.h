@@ -23,6 +23,15 @@ struct SamplerParams {
     uint64_t seed = 0;
 };
 
+// The values a user may ask for, one rule for every front end (the server's request fields,
+// the CLI's flags): temperature finite and >= 0 (0: greedy), top_p and min_p in [0, 1], top_k
+// >= 0 (0: off). Each returns nullptr when `v` is allowed, else the rule it breaks ("must be in
+// [0, 1]"); callers put the field's or flag's name in front. NaN breaks every rule.
+const char* temperature_error(double v);
+const char* top_p_error(double v);
+const char* min_p_error(double v);
+const char* top_k_error(int64_t v);
+
 // Index of the largest logit (lowest index on ties; NaN never wins). Throws ds4::Error on an
 // empty span or when no logit is a number.
 int32_t argmax(std::span<const float> logits);

@@ -171,21 +171,25 @@ void thinking_controls(Request& r, const ojson& j) {
 }
 
 void sampling_fields(Request& r, const ojson& j) {
+    // The ranges are sampling's (sampler.h), shared with the CLI's flags.
+    auto check = [](const char* why, const char* key) {
+        if (why) bad(fmt::format("invalid JSON request: '{}' {}", key, why), key);
+    };
     sampling::SamplerParams p;
     if (auto v = get_number(j, "temperature")) {
-        if (*v < 0) bad("invalid JSON request: 'temperature' must be >= 0", "temperature");
+        check(sampling::temperature_error(*v), "temperature");
         p.temperature = float(*v);
     }
     if (auto v = get_number(j, "top_p")) {
-        if (*v < 0 || *v > 1) bad("invalid JSON request: 'top_p' must be in [0, 1]", "top_p");
+        check(sampling::top_p_error(*v), "top_p");
         p.top_p = float(*v);
     }
     if (auto v = get_number(j, "min_p")) {
-        if (*v < 0 || *v > 1) bad("invalid JSON request: 'min_p' must be in [0, 1]", "min_p");
+        check(sampling::min_p_error(*v), "min_p");
         p.min_p = float(*v);
     }
     if (auto v = get_int(j, "top_k")) {
-        if (*v < 0) bad("invalid JSON request: 'top_k' must be >= 0", "top_k");
+        check(sampling::top_k_error(*v), "top_k");
         p.top_k = int(std::min<int64_t>(*v, INT32_MAX));
     }
     uint64_t seed = 0;

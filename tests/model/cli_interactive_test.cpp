@@ -8,10 +8,13 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -29,7 +32,9 @@ using clock_type = std::chrono::steady_clock;
 // A child process on the slave side of a pseudo-terminal.
 class Pty {
 public:
-    Pty(const std::vector<std::string>& argv, const std::string& home) {
+    // fsize_limit > 0: the child may write files up to that many bytes (RLIMIT_FSIZE, with
+    // SIGXFSZ ignored so write() fails with EFBIG), a full disk in miniature.
+    Pty(const std::vector<std::string>& argv, const std::string& home, rlim_t fsize_limit = 0) {
         struct winsize ws {};
         ws.ws_row = 40;
         ws.ws_col = 120;
@@ -37,6 +42,11 @@ public:
         if (pid_ == 0) {
             setenv("HOME", home.c_str(), 1);
             setenv("TERM", "xterm", 1);
+            if (fsize_limit > 0) {
+                signal(SIGXFSZ, SIG_IGN);
+                const rlimit lim{fsize_limit, fsize_limit};
+                setrlimit(RLIMIT_FSIZE, &lim);
+            }
             std::vector<char*> args;
             for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
             args.push_back(nullptr);
@@ -257,6 +267,55 @@ TEST_F(CliInteractive, ScriptedThroughAPipe) {
     EXPECT_EQ(pf[2].second, 0) << "/ctx did not start a new conversation";
     EXPECT_NE(err.str().find("thinking: off"), std::string::npos);
     EXPECT_NE(err.str().find("new conversation, context 512"), std::string::npos);
+}
+
+// Issue 22 item 15: the history file was rewritten in place after every line, and a full disk
+// cut it mid-entry without a word. It is now replaced whole or not at all, and a failed save
+// is reported. The disk is "full" past 2 KiB here; the old history is ~4 KiB.
+TEST_F(CliInteractive, HistoryIsKeptWholeWhenTheDiskIsFull) {
+    oracle::TempDir home;
+    const std::string path = home.file(".ds4_history");
+    std::string old = "_HiStOrY_V2_\n";
+    for (int i = 0; i < 300; ++i) old += "oldentry" + std::to_string(1000 + i) + "\n";
+    std::ofstream(path, std::ios::binary) << old;
+    Pty p(ds4({"--ctx", "512"}), home.path().string(), 2048);
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("/help\r");
+    ASSERT_TRUE(p.expect("cannot save the history")) << p.all();
+    EXPECT_NE(p.all().find(path), std::string::npos) << p.all();
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("/nothink\r");  // reported once, not after every line
+    ASSERT_TRUE(p.expect("ds4> ")) << p.all();
+    p.send("/quit\r");
+    EXPECT_EQ(p.wait_exit(), 0) << p.all();
+    size_t reports = 0;
+    for (size_t at = 0; (at = p.all().find("cannot save the history", at)) != std::string::npos; ++at) ++reports;
+    EXPECT_EQ(reports, 1u) << p.all();
+
+    std::ifstream h(path, std::ios::binary);
+    std::stringstream now;
+    now << h.rdbuf();
+    EXPECT_EQ(now.str(), old) << "the history file changed";
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(home.path())) names.push_back(e.path().filename().string());
+    EXPECT_EQ(names, std::vector<std::string>{".ds4_history"}) << "a temporary file was left behind";
+}
+
+// Issue 22 item 18: /read of a directory sent an empty message.
+TEST_F(CliInteractive, ReadOfADirectoryIsAnError) {
+    const std::string in = dir_->file("read-dir.txt"), err_file = dir_->file("read-dir-err.txt");
+    std::ofstream(in) << "/read " << dir_->path().string() << "\n/quit\n";
+    std::string cmd = "exec";
+    for (const auto& a : ds4({"--ctx", "512", "-n", "2"})) cmd += " '" + a + "'";
+    cmd += " <'" + in + "' 2>'" + err_file + "'";
+    const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+    std::ifstream e(err_file);
+    std::stringstream err;
+    err << e.rdbuf();
+    EXPECT_EQ(r.exit_code, 0) << err.str();
+    EXPECT_NE(err.str().find("ds4: /read " + dir_->path().string() + ": is a directory"), std::string::npos)
+        << err.str();
+    EXPECT_TRUE(prefills(err.str()).empty()) << "a turn ran: " << err.str();
 }
 
 }  // namespace

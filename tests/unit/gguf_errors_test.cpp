@@ -3,6 +3,9 @@
 // specific problem -- and never crash (this test runs under ASan+UBSan, label "sanitize").
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -309,6 +312,7 @@ TEST_F(GgufErrors, OpenReportsSystemErrors) {
         return "(no error)";
     };
     const std::string missing = dir_.file("missing.gguf");
+    EXPECT_NE(msg(dir_.file("")).find("is a directory"), std::string::npos) << msg(dir_.file(""));
     EXPECT_EQ(msg(missing).rfind(missing + ": cannot open", 0), 0u) << msg(missing);
     EXPECT_NE(msg(dir_.file("")).find("not a regular file"), std::string::npos);
     // A broken file on disk names its path.
@@ -316,6 +320,33 @@ TEST_F(GgufErrors, OpenReportsSystemErrors) {
     img_.resize(3);
     test::write_all(bad, img_);
     EXPECT_EQ(msg(bad).rfind(bad + ": at byte 0: truncated magic", 0), 0u) << msg(bad);
+}
+
+// Opening a FIFO for reading waits for a writer: the reader must refuse it by its type
+// instead of blocking (issue 22 item 2). The alarm turns a hang into a failure.
+TEST_F(GgufErrors, FifoIsRefusedWithoutBlocking) {
+    const std::string fifo = dir_.file("model.gguf");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    for (const File::Load load : {File::Load::Map, File::Load::Copy}) {
+        alarm(10);
+        std::string msg = "(no error)";
+        try {
+            File::open(fifo, load);
+        } catch (const Error& e) {
+            msg = e.what();
+        }
+        alarm(0);
+        EXPECT_EQ(msg.rfind(fifo + ": is a FIFO", 0), 0u) << msg;
+        EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+    }
+    // Character devices too (opening one may have effects; /dev/null would read as empty).
+    std::string msg = "(no error)";
+    try {
+        File::open("/dev/null");
+    } catch (const Error& e) {
+        msg = e.what();
+    }
+    EXPECT_EQ(msg.rfind("/dev/null: is a character device", 0), 0u) << msg;
 }
 
 }  // namespace

@@ -326,6 +326,24 @@ std::string tokenizer_json() {
     return std::filesystem::exists(p) ? p.string() : std::string();
 }
 
+// Issue 22 item 11: the output was written through the fixed name OUT.tmp, following a symlink
+// planted there and overwriting its target. Now the temporary has a random name, is created
+// with O_EXCL and is renamed into place: the planted link and its target are left alone.
+TEST_F(GgufGen, PlantedSymlinkAtTheOldTemporaryNameIsNotFollowed) {
+    const std::string out = dir_.file("model.gguf"), victim = dir_.file("victim.txt");
+    test::write_all(victim, {'k', 'e', 'e', 'p'});
+    std::filesystem::create_symlink(victim, out + ".tmp");
+    const std::string path = make("model.gguf", "--preset tiny --seed 2");
+    EXPECT_EQ(test::read_all(victim), (std::vector<uint8_t>{'k', 'e', 'e', 'p'}));
+    EXPECT_TRUE(std::filesystem::is_symlink(out + ".tmp"));
+    EXPECT_NO_THROW(ModelConfig::from_gguf(*gguf::File::open(path)));
+    // Nothing else was left in the directory.
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(out).parent_path()))
+        names.insert(e.path().filename().string());
+    EXPECT_EQ(names, (std::set<std::string>{"model.gguf", "model.gguf.tmp", "victim.txt"}));
+}
+
 TEST_F(GgufGen, RealVocabularyInV4Layout) {
     const std::string tj = tokenizer_json();
     if (tj.empty()) GTEST_SKIP() << "no tokenizer.json: run scripts/setup.sh";

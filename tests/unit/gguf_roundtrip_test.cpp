@@ -358,19 +358,32 @@ TEST(GgufRoundTrip, SkippedTensorIsAHoleOfZeros) {
     EXPECT_LT(uint64_t(st.st_blocks) * 512, f->file_size() / 2);
 }
 
+// Names of the entries of `dir`, sorted.
+std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> v;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) v.push_back(e.path().filename().string());
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
 TEST(GgufRoundTrip, TemporaryFileUntilFinish) {
     ScratchDir dir;
     const std::string path = dir.file("model.gguf");
+    const std::string root = std::filesystem::path(path).parent_path().string();
     {
         Writer w(path);
         w.add_tensor("t", TensorType::F32, {4});
         w.begin_data();
-        EXPECT_TRUE(std::filesystem::exists(path + ".tmp"));
+        // One temporary, named after the target with a random part, next to it.
+        const auto e = entries(root);
+        ASSERT_EQ(e.size(), 1u);
+        EXPECT_EQ(e[0].rfind("model.gguf.", 0), 0u) << e[0];
+        EXPECT_EQ(e[0].substr(e[0].size() - 4), ".tmp") << e[0];
+        EXPECT_GT(e[0].size(), std::string("model.gguf..tmp").size() + 8) << e[0];
         EXPECT_FALSE(std::filesystem::exists(path));
         // abandoned: destructor must remove the temporary file
     }
-    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-    EXPECT_FALSE(std::filesystem::exists(path));
+    EXPECT_TRUE(entries(root).empty());
     {
         Writer w(path);
         w.add_tensor("t", TensorType::F32, {4});
@@ -378,8 +391,16 @@ TEST(GgufRoundTrip, TemporaryFileUntilFinish) {
         w.write_tensor("t", pattern(16, 3));
         w.finish();
     }
-    EXPECT_TRUE(std::filesystem::exists(path));
-    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+    EXPECT_EQ(entries(root), std::vector<std::string>{"model.gguf"});
+    // An abandoned rewrite leaves the finished file as it was.
+    const auto before = test::read_all(path);
+    {
+        Writer w(path);
+        w.add_tensor("t", TensorType::F32, {8});
+        w.begin_data();
+    }
+    EXPECT_EQ(test::read_all(path), before);
+    EXPECT_EQ(entries(root), std::vector<std::string>{"model.gguf"});
 }
 
 TEST(GgufRoundTrip, WriterRejectsMisuse) {

@@ -4,14 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/error.h"
+#include "common/file_io.h"
+#include "common/thread_count.h"
 #include "frontier.h"
 #include "model/model.h"
 #include "options.h"
@@ -22,19 +21,11 @@
 namespace ds4::bench {
 namespace {
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read --prompt-file {}", path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 int run(const Options& o) {
     const std::vector<int32_t> file_ids =
         o.token_ids.empty() ? std::vector<int32_t>{} : read_token_ids(o.token_ids);
     frontiers(o.shape);  // flag errors before the (slow) load
-    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = resolve_threads(o.threads);
     auto model = model::open(o.model, {.threads = threads,
                                        .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
     const gguf::File& file = model->file();
@@ -42,7 +33,12 @@ int run(const Options& o) {
     std::vector<int32_t> ids = file_ids;
     std::string source = o.token_ids;
     if (!o.prompt_file.empty()) {
-        const std::string text = read_file(o.prompt_file);
+        std::string text;
+        try {
+            text = read_file(o.prompt_file);  // a directory is an error, not an empty text
+        } catch (const Error& e) {
+            fail("--prompt-file {}", e.what());
+        }
         ids = tokenizer::Tokenizer::from_gguf(file)->encode(text);
         source = "--prompt-file " + o.prompt_file;
     }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "common/cli_checks.h"
 #include "gguf/reader.h"
 
 namespace ds4::bench {
@@ -50,17 +51,17 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_option("--dump-probe-ids", o.dump_probe_ids,
                    "Write each probe's greedy token ids, one line per frontier (diagnostics)")
         ->option_text("FILE")->group("Output");
-    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
-        ->check(CLI::NonNegativeNumber)->group("Runtime");
+    app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
+        ->check(cli_checks::thread_count())->group("Runtime");
     app.add_option("-c,--ctx,--ctx-alloc", o.ctx,
                    "Positions to allocate (default: the last frontier + --gen-tokens)")
-        ->check(CLI::NonNegativeNumber)->group("Runtime");
+        ->check(cli_checks::at_least(0))->group("Runtime");
     app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
-        ->check(CLI::PositiveNumber)->group("Runtime");
+        ->check(cli_checks::at_least(1))->group("Runtime");
     app.add_option("--warmup", o.warmup,
                    "Before the sweep, prefill the sequence's first N tokens untimed and reset the "
                    "session, so the timed rows run on grown buffers (default 0: none)")
-        ->check(CLI::NonNegativeNumber)->group("Runtime");
+        ->check(cli_checks::at_least(0))->group("Runtime");
     app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
                  "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
         ->group("Runtime");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/cli_checks.h"
 #include "common/error.h"
 #include "options.h"
 #include "vocab.h"
@@ -127,7 +128,8 @@ int main(int argc, char** argv) {
     app.add_flag("--sparse", sparse, "leave tensor data as holes (sparse file)");
     app.add_flag("--exact-quant", exact_quant,
                  "iq2_xxs/q2_k/q4_k: quantize normal rows (slow) instead of random blocks");
-    app.add_option("--threads", threads, "threads for generation (default: all cores)");
+    app.add_option("--threads", threads, "threads for generation (default 0: all cores)")
+        ->check(ds4::cli_checks::thread_count());
     app.add_flag("-q,--quiet", quiet, "no progress output");
     CLI11_PARSE(app, argc, argv);
 

@@ -8,7 +8,9 @@
 #include <random>
 #include <thread>
 
+#include "common/cli_checks.h"
 #include "common/error.h"
+#include "common/thread_count.h"
 #include "engine/engine.h"
 #include "gguf/reader.h"
 #include "model/model.h"
@@ -38,7 +40,7 @@ int run(const Options& o) {
     if (!o.model_given && !std::filesystem::exists(o.model))
         ds4::fail("model file {} not found; pass -m FILE (scripts/run-default.sh writes a small "
                   "random model to models/default.gguf)", o.model);
-    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = ds4::resolve_threads(o.threads);
     auto model = ds4::model::open(
         o.model, {.threads = threads,
                   .load = o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map});
@@ -88,8 +90,8 @@ int main(int argc, char** argv) {
                       ->option_text("FILE")->group("Model and runtime");
     app.add_option("-c,--ctx", o.ctx, "Context size in tokens (default 32768)")
         ->check(CLI::PositiveNumber)->group("Model and runtime");
-    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
-        ->check(CLI::NonNegativeNumber)->group("Model and runtime");
+    app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
+        ->check(ds4::cli_checks::thread_count())->group("Model and runtime");
     app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
         ->check(CLI::PositiveNumber)->group("Model and runtime");
     app.add_option("--rewind-slack", o.rewind_slack,

@@ -4,12 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/error.h"
+#include "common/file_io.h"
+#include "common/thread_count.h"
 #include "model/model.h"
 #include "model/session.h"
 
@@ -43,7 +43,7 @@ int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v
 
 int run_eval_tokens(const Options& o) {
     const std::vector<int32_t> ids = read_token_ids(o.token_ids);
-    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = resolve_threads(o.threads);
     auto model = model::open(o.model, {.threads = threads,
                                        .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
     const int64_t V = model->info().n_vocab;
@@ -55,9 +55,14 @@ int run_eval_tokens(const Options& o) {
     s.eval(ids, &logits, all);
     const double prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
     if (all) {
-        std::ofstream out(o.dump_logits, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
-        if (!out) fail("cannot write logits to {}", o.dump_logits);
+        // Replaced whole or not at all (a full disk left a partial file); a device such as
+        // /dev/stdout is written in place.
+        try {
+            write_file(o.dump_logits, {reinterpret_cast<const char*>(logits.data()),
+                                       logits.size() * sizeof(float)});
+        } catch (const Error& e) {
+            fail("--dump-logits-f32 {}", e.what());
+        }
     }
     int32_t next = argmax(logits.data() + (all ? (int64_t(ids.size()) - 1) * V : 0), V);
     const auto t1 = clock::now();

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
-#include <thread>
 
 #include "common/error.h"
+#include "common/thread_count.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -16,9 +16,7 @@
 
 namespace ds4::cli {
 
-int resolved_threads(const Options& o) {
-    return o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-}
+int resolved_threads(const Options& o) { return resolve_threads(o.threads); }
 
 sampling::SamplerParams sampler_params(const Options& o) {
     return {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p, .min_p = o.min_p,

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -15,6 +14,7 @@
 #include "chat/markers.h"
 #include "chat/prompt_tokens.h"
 #include "common/error.h"
+#include "common/file_io.h"
 #include "engine/engine.h"
 #include "generate.h"
 #include "line_editor.h"
@@ -136,14 +136,14 @@ private:
                 std::fprintf(stderr, "usage: /read FILE\n");
                 return true;
             }
-            std::ifstream f(arg, std::ios::binary);
-            if (!f) {
-                std::fprintf(stderr, "ds4: cannot open %s\n", arg.c_str());
+            std::string text;
+            try {
+                text = read_file(arg);  // a directory is an error, not an empty message
+            } catch (const Error& e) {
+                std::fprintf(stderr, "ds4: /read %s\n", e.what());
                 return true;
             }
-            std::ostringstream ss;
-            ss << f.rdbuf();
-            turn(ss.str());
+            turn(text);
         } else {
             std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
         }

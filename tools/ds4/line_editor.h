@@ -1,10 +1,16 @@
 // Reading the interactive chat's input lines. On a terminal: libedit line editing with a
 // persistent history (PRODUCT.md §3.2: ~/.ds4_history, 512 entries); otherwise plain lines from
 // stdin, so the chat can be scripted through a pipe.
+//
+// The history file is replaced whole after each line (common/file_io.h: AtomicFile), never
+// rewritten in place: a full disk once cut it mid-entry without a word. A failed save is
+// reported on stderr (once until a save works again) and leaves the previous file as it was.
 #pragma once
 
 #include <optional>
 #include <string>
+
+typedef struct history History;  // libedit's <histedit.h>
 
 namespace ds4::cli {
 
@@ -23,8 +29,14 @@ public:
     bool interactive() const { return tty_; }
 
 private:
+    void save();
+
     bool tty_;
     std::string history_path_;
+    // The entries to save, in libedit's own History (its readline layer offers no way to
+    // write to a stream whose errors we can see).
+    History* saved_ = nullptr;
+    bool save_failing_ = false;  // the last save failed (and said so)
 };
 
 // $HOME/.ds4_history, or "" when HOME is not set.

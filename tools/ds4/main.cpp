@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_checks.h"
 #include "common/error.h"
 #include "eval.h"
 #include "generate.h"
@@ -15,6 +16,7 @@
 #include "inspect.h"
 #include "interactive.h"
 #include "options.h"
+#include "sampling/sampler.h"
 #include "tokens.h"
 
 namespace ds4::cli {
@@ -57,14 +59,14 @@ ParseResult parse_options(int argc, char** argv) {
     auto* n_opt = app.add_option("-n,--tokens,--n-predict", o.n_predict,
                                  "Maximum new tokens (default: until EOS or the context is full); "
                                  "with --token-ids: print N greedy continuation ids")
-                      ->check(CLI::NonNegativeNumber)->group("Prompt and sampling");
+                      ->check(cli_checks::at_least(0))->group("Prompt and sampling");
     app.add_option("-c,--ctx", o.ctx, "Context size in tokens (default 4096)")
-        ->check(CLI::PositiveNumber)->group("Model and runtime");
-    app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")
-        ->check(CLI::NonNegativeNumber)->group("Model and runtime");
+        ->check(cli_checks::at_least(1))->group("Model and runtime");
+    app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
+        ->check(cli_checks::thread_count())->group("Model and runtime");
     app.add_option("--prefill-chunk", o.prefill_chunk,
                    "Prefill chunk size in tokens (default 512; 1 = token-by-token decode)")
-        ->check(CLI::PositiveNumber)->group("Evaluation");
+        ->check(cli_checks::at_least(1))->group("Evaluation");
     app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
                  "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
         ->group("Evaluation");
@@ -90,11 +92,18 @@ ParseResult parse_options(int argc, char** argv) {
                           ->group("Prompt and sampling");
     think->excludes(nothink)->excludes(think_max);
     nothink->excludes(think_max);
+    // The server's rules for the same knobs (sampling/sampler.h).
     app.add_option("--temp", o.temperature, "Temperature (default 1; 0: greedy)")
+        ->check(cli_checks::real(sampling::temperature_error, ">= 0"))
         ->group("Prompt and sampling");
-    app.add_option("--top-p", o.top_p, "Top-p (default 1: off)")->group("Prompt and sampling");
-    app.add_option("--top-k", o.top_k, "Top-k (default 0: off)")->group("Prompt and sampling");
+    app.add_option("--top-p", o.top_p, "Top-p (default 1: off)")
+        ->check(cli_checks::real(sampling::top_p_error, "in [0, 1]"))
+        ->group("Prompt and sampling");
+    app.add_option("--top-k", o.top_k, "Top-k (default 0: off)")
+        ->check(cli_checks::integer(sampling::top_k_error, "NONNEGATIVE"))
+        ->group("Prompt and sampling");
     app.add_option("--min-p", o.min_p, "Min-p relative to the top token (default 0.05)")
+        ->check(cli_checks::real(sampling::min_p_error, "in [0, 1]"))
         ->group("Prompt and sampling");
     uint64_t seed = 0;
     auto* seed_opt = app.add_option("--seed", seed, "Sampling seed (default: random)")

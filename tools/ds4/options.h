@@ -22,7 +22,7 @@ struct Options {
     std::string dump_logits;      // --dump-logits-f32 OUT: [n_tokens][n_vocab] little-endian f32
     int n_predict = 0;            // -n N: --token-ids: greedy continuation ids; -p: max new tokens
     bool n_given = false;         // -n was on the command line (-p without it: until EOS or full)
-    int threads = 0;              // --threads (0: all cores)
+    int threads = 0;              // --threads (0: all cores; common/thread_count.h)
     long long ctx = 4096;         // --ctx
     long long prefill_chunk = 512;  // --prefill-chunk (1 = token-by-token decode)
     bool qat = true;              // --no-qat turns the FP8/FP4 simulations off
@@ -36,7 +36,7 @@ struct Options {
     // One-turn chat (-p / --prompt-file, and --dump-tokens without --raw).
     std::string system = "You are a helpful assistant";  // -sys TEXT (empty: no system message)
     chat::ThinkingMode thinking = chat::ThinkingMode::High;  // --think / --nothink / --think-max
-    float temperature = 1.0f;     // --temp (<= 0: greedy)
+    float temperature = 1.0f;     // --temp (0: greedy)
     float top_p = 1.0f;           // --top-p
     int top_k = 0;                // --top-k (0: off)
     float min_p = 0.05f;          // --min-p

@@ -1,11 +1,10 @@
 #include "tokens.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "gguf/reader.h"
 #include "prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -14,12 +13,11 @@ namespace ds4::cli {
 
 std::string read_prompt(const Options& o) {
     if (!o.prompt_file.empty()) {
-        std::ifstream in(o.prompt_file, std::ios::binary);
-        if (!in) fail("{}: cannot open prompt file", o.prompt_file);
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        if (in.bad()) fail("{}: read error", o.prompt_file);
-        return ss.str();
+        try {
+            return read_file(o.prompt_file);  // a directory is an error, not an empty prompt
+        } catch (const Error& e) {
+            fail("--prompt-file {}", e.what());
+        }
     }
     return o.prompt;
 }

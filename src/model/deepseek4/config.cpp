@@ -44,8 +44,11 @@ bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
     fail("model config: {} {}", arch_key(suffix), why);
 }
 
-void positive(const char* suffix, uint64_t v) {
-    if (v == 0) bad(suffix, "must be > 0");
+// Every count has a documented range (config.h): work and memory grow with them and the
+// kernels take them as int, so a hostile file must not get past here with, say, 10^8 Sinkhorn
+// iterations (a hang), 2^31 of them (negative as int) or a 2^31-token window (bad_alloc).
+void in_range(const char* suffix, uint64_t v, uint64_t lo, uint64_t hi) {
+    if (v < lo || v > hi) bad(suffix, fmt::format("is {}, expected {} to {}", v, lo, hi));
 }
 
 void positive_finite(const char* suffix, float v) {
@@ -55,51 +58,51 @@ void positive_finite(const char* suffix, float v) {
 }  // namespace
 
 void ModelConfig::validate() const {
-    positive("block_count", n_layer);
-    positive("embedding_length", n_embd);
-    positive("vocab_size", n_vocab);
-    positive("attention.head_count", n_head);
+    in_range("block_count", n_layer, 1, kMaxLayers);
+    in_range("embedding_length", n_embd, 1, 65536);
+    in_range("vocab_size", n_vocab, 1, 1u << 24);
+    in_range("attention.head_count", n_head, 1, 4096);
     if (n_head_kv != 1) bad("attention.head_count_kv", fmt::format("must be 1 (MQA), got {}", n_head_kv));
-    positive("attention.key_length", head_dim);
+    in_range("attention.key_length", head_dim, 1, 16384);
     if (rope_dim == 0 || rope_dim % 2 != 0 || rope_dim > head_dim)
         bad("rope.dimension_count",
             fmt::format("must be even, > 0 and <= key_length {}, got {}", head_dim, rope_dim));
-    positive("attention.q_lora_rank", q_lora_rank);
-    positive("attention.output_lora_rank", o_lora_rank);
-    positive("attention.output_group_count", o_groups);
+    in_range("attention.q_lora_rank", q_lora_rank, 1, 65536);
+    in_range("attention.output_lora_rank", o_lora_rank, 1, 65536);
+    in_range("attention.output_group_count", o_groups, 1, n_head);
     if (n_head % o_groups != 0)
         bad("attention.output_group_count",
             fmt::format("{} does not divide head_count {}", o_groups, n_head));
-    positive("attention.sliding_window", window);
-    positive("attention.indexer.head_count", indexer_heads);
-    if (!is_pow2(indexer_dim) || indexer_dim < rope_dim)
+    in_range("attention.sliding_window", window, 1, 8192);
+    in_range("attention.indexer.head_count", indexer_heads, 1, 4096);
+    if (!is_pow2(indexer_dim) || indexer_dim < rope_dim || indexer_dim > 16384)
         bad("attention.indexer.key_length",
-            fmt::format("must be a power of two (Hadamard rotation) and >= rope dims {}, got {}",
-                        rope_dim, indexer_dim));
-    positive("attention.indexer.top_k", indexer_top_k);
-    positive("expert_count", n_expert);
+            fmt::format("must be a power of two (Hadamard rotation), >= rope dims {} and <= 16384, "
+                        "got {}", rope_dim, indexer_dim));
+    in_range("attention.indexer.top_k", indexer_top_k, 1, 1u << 20);
+    in_range("expert_count", n_expert, 1, 65536);
     if (n_expert_used == 0 || n_expert_used > n_expert)
         bad("expert_used_count",
             fmt::format("must be in [1, expert_count {}], got {}", n_expert, n_expert_used));
-    positive("expert_shared_count", n_expert_shared);
-    positive("expert_feed_forward_length", expert_ff);
+    in_range("expert_shared_count", n_expert_shared, 1, 64);
+    in_range("expert_feed_forward_length", expert_ff, 1, 1u << 18);
     if (n_hash_layers > n_layer)
         bad("hash_layer_count",
             fmt::format("{} exceeds block_count {}", n_hash_layers, n_layer));
     if (!std::isfinite(expert_weights_scale))
         bad("expert_weights_scale", "must be finite");
-    positive("hyper_connection.count", hc);
-    positive("hyper_connection.sinkhorn_iterations", sinkhorn_iters);
+    in_range("hyper_connection.count", hc, 1, 64);
+    in_range("hyper_connection.sinkhorn_iterations", sinkhorn_iters, 1, 1000);
     positive_finite("hyper_connection.epsilon", hc_eps);
     positive_finite("attention.layer_norm_rms_epsilon", norm_eps);
     positive_finite("rope.freq_base", rope_base);
     positive_finite("attention.compress_rope_freq_base", compress_rope_base);
     if (!std::isfinite(yarn_factor) || yarn_factor < 1.0f)
         bad("rope.scaling.factor", fmt::format("must be >= 1, got {}", yarn_factor));
-    positive("rope.scaling.original_context_length", yarn_orig_ctx);
+    in_range("rope.scaling.original_context_length", yarn_orig_ctx, 1, uint64_t(1) << 40);
     positive_finite("rope.scaling.yarn_beta_fast", yarn_beta_fast);
     positive_finite("rope.scaling.yarn_beta_slow", yarn_beta_slow);
-    positive("context_length", context_length);
+    in_range("context_length", context_length, 1, uint64_t(1) << 40);
 
     // Products that size tensors must stay far from overflow (every ne fits in int64 and
     // the largest 2-D tensors in 2^40 elements).
@@ -371,8 +374,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     c.yarn_beta_slow = r.f32("rope.scaling.yarn_beta_slow");
 
     // block_count must be sane before it sizes the arrays below.
-    if (c.n_layer == 0 || c.n_layer > 4096)
-        r.invalid(arch_key("block_count"), fmt::format("is {}, expected 1..4096", c.n_layer));
+    if (c.n_layer == 0 || c.n_layer > kMaxLayers)
+        r.invalid(arch_key("block_count"), fmt::format("is {}, expected 1 to {}", c.n_layer, kMaxLayers));
     c.compress_ratios = r.ratios("attention.compress_ratios", c.n_layer);
     {
         const std::string key = arch_key("swiglu_clamp_exp");

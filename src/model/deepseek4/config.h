@@ -5,6 +5,11 @@
 // from_gguf() reads and validates every key and throws ds4::Error naming the file and key
 // ("model.gguf: metadata key 'deepseek4.attention.head_count' ...") on anything missing, of the
 // wrong type or inconsistent. write_metadata() writes the published key set of §1.2.
+//
+// Every count has the range given in [brackets] beside its field, checked at load: work and
+// memory grow with these numbers and the kernels take them as int, so a file may not ask for
+// 10^8 Sinkhorn iterations or a 2^31-token window. The ranges are far above any published
+// DeepSeek V4 shape (Flash's values are the defaults below).
 #pragma once
 
 #include <cstdint>
@@ -24,40 +29,46 @@ namespace ds4::deepseek4 {
 inline constexpr const char* kArchitecture = "deepseek4";
 // llama.cpp's enum value for sqrt(softplus) scoring; the only gating this model uses.
 inline constexpr uint32_t kGatingSqrtSoftplus = 4;
+// The most trunk layers a file may declare (block_count sizes the per-layer arrays).
+inline constexpr uint32_t kMaxLayers = 4096;
 
 struct ModelConfig {
     std::string name = "DeepSeek-V4-Flash";  // general.name
 
     // Trunk shape (§1.1 symbols in comments).
-    uint32_t n_layer = 43;          // L   block_count
-    uint32_t n_embd = 4096;         // D   embedding_length
-    uint32_t n_vocab = 129280;      // V   vocab_size
-    uint32_t n_head = 64;           // H   attention.head_count
+    uint32_t n_layer = 43;          // L   block_count [1, kMaxLayers]
+    uint32_t n_embd = 4096;         // D   embedding_length [1, 65536]
+    uint32_t n_vocab = 129280;      // V   vocab_size [1, 2^24]
+    uint32_t n_head = 64;           // H   attention.head_count [1, 4096]
     uint32_t n_head_kv = 1;         // H_kv (always 1: one shared KV row, MQA)
-    uint32_t head_dim = 512;        // Dh  attention.key_length = attention.value_length
-    uint32_t rope_dim = 64;         // Dr  rope.dimension_count (the LAST rope_dim dims of a head)
-    uint32_t q_lora_rank = 1024;    // Rq
-    uint32_t o_lora_rank = 1024;    // Ro  per output group
-    uint32_t o_groups = 8;          // G
+    uint32_t head_dim = 512;        // Dh  attention.key_length = attention.value_length [1, 16384]
+    uint32_t rope_dim = 64;         // Dr  rope.dimension_count (the LAST rope_dim dims of a
+                                    //     head) [2, head_dim], even
+    uint32_t q_lora_rank = 1024;    // Rq  attention.q_lora_rank [1, 65536]
+    uint32_t o_lora_rank = 1024;    // Ro  attention.output_lora_rank, per group [1, 65536]
+    uint32_t o_groups = 8;          // G   attention.output_group_count [1, n_head], divides n_head
     uint32_t window = 128;          // W   attention.sliding_window (includes the current token)
+                                    //     [1, 8192]
 
     // Lightning indexer (ratio-4 layers).
-    uint32_t indexer_heads = 64;    // H_I
-    uint32_t indexer_dim = 128;     // D_I (power of two: Hadamard rotation)
-    uint32_t indexer_top_k = 512;
+    uint32_t indexer_heads = 64;    // H_I attention.indexer.head_count [1, 4096]
+    uint32_t indexer_dim = 128;     // D_I attention.indexer.key_length, a power of two (Hadamard
+                                    //     rotation) [rope_dim, 16384]
+    uint32_t indexer_top_k = 512;   //     attention.indexer.top_k [1, 2^20]
 
     // MoE.
-    uint32_t n_expert = 256;        // E
-    uint32_t n_expert_used = 6;     // K
-    uint32_t n_expert_shared = 1;   // E_sh
-    uint32_t expert_ff = 2048;      // F (routed and shared)
+    uint32_t n_expert = 256;        // E   expert_count [1, 65536]
+    uint32_t n_expert_used = 6;     // K   expert_used_count [1, n_expert]
+    uint32_t n_expert_shared = 1;   // E_sh expert_shared_count [1, 64]
+    uint32_t expert_ff = 2048;      // F   expert_feed_forward_length (routed and shared) [1, 2^18]
     uint32_t n_hash_layers = 3;     // layers < n_hash_layers route by tid2eid[token]
+                                    //     hash_layer_count [0, n_layer]
     float expert_weights_scale = 1.5f;
     bool expert_weights_norm = true;
 
     // Hyper-connections.
-    uint32_t hc = 4;                // HC streams
-    uint32_t sinkhorn_iters = 20;   // T_sk
+    uint32_t hc = 4;                // HC streams: hyper_connection.count [1, 64]
+    uint32_t sinkhorn_iters = 20;   // T_sk hyper_connection.sinkhorn_iterations [1, 1000]
     float hc_eps = 1e-6f;
 
     float norm_eps = 1e-6f;         // every RMSNorm
@@ -66,11 +77,11 @@ struct ModelConfig {
     float rope_base = 10000.0f;
     float compress_rope_base = 160000.0f;
     float yarn_factor = 16.0f;
-    uint64_t yarn_orig_ctx = 65536;
+    uint64_t yarn_orig_ctx = 65536;  // rope.scaling.original_context_length [1, 2^40]
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
 
-    uint64_t context_length = 1048576;
+    uint64_t context_length = 1048576;  // context_length [1, 2^40]
 
     // Per trunk layer (size n_layer). Ratios are 0, 4 or 128.
     std::vector<uint32_t> compress_ratios;
@@ -92,8 +103,8 @@ struct ModelConfig {
     uint32_t hc_mix() const { return (2 + hc) * hc; }        // pre + post + comb mixes
     uint32_t nope_dim() const { return head_dim - rope_dim; }
 
-    // Internal consistency (divisibility, ranges, array sizes); throws ds4::Error with the
-    // offending field named by its GGUF key.
+    // Internal consistency (divisibility, the ranges above, array sizes); throws ds4::Error
+    // with the offending field named by its GGUF key and the value it should have.
     void validate() const;
 
     // The metadata of a GGUF file of this model, in writing order (general.* and the
