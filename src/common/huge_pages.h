@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace ds4 {
@@ -46,5 +47,29 @@ struct HugePageAllocator {
 // A growable scratch buffer on huge pages.
 template <class T>
 using HugeVector = std::vector<T, HugePageAllocator<T>>;
+
+// HugePageAllocator whose resize() leaves new elements of a trivial type uninitialized: the
+// pages of a large buffer (fresh from the kernel) are touched only when written, so reserving
+// e.g. a long context's caches costs address space, not memory.
+template <class T>
+struct UntouchedAllocator : HugePageAllocator<T> {
+    template <class U>
+    struct rebind {
+        using other = UntouchedAllocator<U>;
+    };
+    UntouchedAllocator() = default;
+    template <class U>
+    UntouchedAllocator(const UntouchedAllocator<U>&) {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;  // default-initialization: no write for trivial U
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+template <class T>
+using UntouchedVector = std::vector<T, UntouchedAllocator<T>>;
 
 }  // namespace ds4

@@ -13,6 +13,7 @@
 #include "common/thread_count.h"
 #include "engine/engine.h"
 #include "gguf/reader.h"
+#include "model/context_check.h"
 #include "model/model.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +23,7 @@ namespace {
 struct Options {
     std::string model = "./ds4flash.gguf";
     bool model_given = false;
+    bool ctx_given = false;
     long long ctx = 32768;
     int threads = 0;
     long long prefill_chunk = 512;
@@ -45,8 +47,14 @@ int run(const Options& o) {
         o.model, {.threads = threads,
                   .load = o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map});
     const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
+    long long ctx = o.ctx;
+    if (!o.ctx_given && ctx > 0 && uint64_t(ctx) > model->info().trained_ctx) {
+        ctx = (long long)model->info().trained_ctx;
+        std::fprintf(stderr, "ds4-server: the model's trained context is %lld tokens: using it (--ctx sets another)\n", ctx);
+    }
+    ds4::model::check_trained_context(*model, ctx, "--ctx");
     ds4::engine::Engine engine(*model, *tok,
-                               {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat,
+                               {.ctx = ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat,
                                 .rewind_slack = o.rewind_slack});
     std::unique_ptr<ds4::server::ForcedOutputs> forced;
     if (!o.force_output.empty()) {
@@ -55,7 +63,7 @@ int run(const Options& o) {
     }
     ds4::server::HttpServer server(engine, o.server, std::move(forced));
     const int port = server.bind();
-    std::fprintf(stderr, "ds4-server: context %lld tokens, %d threads, model %s\n", o.ctx, threads,
+    std::fprintf(stderr, "ds4-server: context %lld tokens, %d threads, model %s\n", ctx, threads,
                  o.model.c_str());
     std::fprintf(stderr, "ds4-server: listening on http://%s:%d\n",
                  o.server.host == "localhost" ? "127.0.0.1" : o.server.host.c_str(), port);
@@ -88,7 +96,9 @@ int main(int argc, char** argv) {
     app.get_formatter()->column_width(34);
     auto* model = app.add_option("-m,--model", o.model, "GGUF model file (default ./ds4flash.gguf)")
                       ->option_text("FILE")->group("Model and runtime");
-    app.add_option("-c,--ctx", o.ctx, "Context size in tokens (default 32768)")
+    auto* ctx = app.add_option("-c,--ctx", o.ctx,
+                               "Context size in tokens (default 32768, or the model's trained "
+                               "context when that is smaller)")
         ->check(CLI::PositiveNumber)->group("Model and runtime");
     app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
         ->check(ds4::cli_checks::thread_count())->group("Model and runtime");
@@ -140,6 +150,7 @@ int main(int argc, char** argv) {
         return app.exit(e);
     }
     o.model_given = model->count() > 0;
+    o.ctx_given = ctx->count() > 0;
     try {
         return run(o);
     } catch (const ds4::Error& e) {

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/file_io.h"
 #include "common/thread_count.h"
+#include "model/context_check.h"
 #include "model/model.h"
 #include "model/session.h"
 
@@ -47,6 +48,7 @@ int run_eval_tokens(const Options& o) {
     auto model = model::open(o.model, {.threads = threads,
                                        .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
     const int64_t V = model->info().n_vocab;
+    model::check_trained_context(*model, o.ctx, "--ctx");
     model::Session s(*model, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
     using clock = std::chrono::steady_clock;
     const bool all = !o.dump_logits.empty();

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/thread_count.h"
 #include "engine/engine.h"
+#include "model/context_check.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "tokens.h"
@@ -28,6 +29,7 @@ int run_generate(const Options& o) {
     const std::string user = read_prompt(o);
     auto model = model::open(o.model, {.threads = resolved_threads(o),
                                        .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+    model::check_trained_context(*model, o.ctx, "--ctx");
     const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     if (o.thinking == chat::ThinkingMode::Max &&
         chat::effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Max)

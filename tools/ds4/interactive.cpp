@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "generate.h"
 #include "line_editor.h"
+#include "model/context_check.h"
 #include "model/model.h"
 #include "prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -67,6 +68,7 @@ public:
         model_ = model::open(o.model, {.threads = resolved_threads(o),
                                        .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
+        model::check_trained_context(*model_, ctx_, "--ctx");
         restart(ctx_);
     }
 
@@ -128,8 +130,19 @@ private:
             if (ec != std::errc() || end != arg.data() + arg.size() || n < 16) {
                 std::fprintf(stderr, "usage: /ctx N (a context size of at least 16 tokens)\n");
             } else {
-                restart(n);
-                std::fprintf(stderr, "new conversation, context %lld tokens\n", n);
+                try {
+                    model::check_trained_context(*model_, n, "/ctx");
+                    const int64_t old = ctx_;
+                    try {
+                        restart(n);
+                    } catch (const Error&) {
+                        restart(old);  // the conversation is gone either way; keep a usable one
+                        throw;
+                    }
+                    std::fprintf(stderr, "new conversation, context %lld tokens\n", n);
+                } catch (const Error& e) {
+                    std::fprintf(stderr, "ds4: %s\n", e.what());
+                }
             }
         } else if (cmd == "/read") {
             if (arg.empty()) {

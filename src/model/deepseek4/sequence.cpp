@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "model/context_check.h"
 #include "model/deepseek4/model.h"
 
 namespace ds4::deepseek4 {
@@ -11,8 +12,11 @@ LayerState::LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx,
                                 int64_t slack)
     : ratio(w.ratio), window(c.window), head_dim(c.head_dim), indexer_dim(c.indexer_dim) {
     // Slots beyond the context are never used: a ring as long as the context never wraps.
-    raw_slots = std::min<int64_t>(window + slack, std::max<int64_t>(window, ctx));
+    raw_slots = std::min<int64_t>(window + slack, std::max<int64_t>(1, ctx));
     raw.assign(size_t(raw_slots * head_dim), 0.0f);
+    // The compressed caches are sized for the whole context but their pages are touched only
+    // as rows are written (UntouchedVector): a long context reserves address space, and memory
+    // grows with the positions used.
     if (ratio != 0) {
         comp.resize(size_t((ctx / ratio + 1) * head_dim));
         compressor.init(w.compressor, std::min(slack, ctx));
@@ -24,7 +28,7 @@ LayerState::LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx,
 }
 
 int64_t LayerState::bytes_for(const ModelConfig& c, uint32_t ratio, int64_t ctx, int64_t slack) {
-    const int64_t raw_slots = std::min<int64_t>(c.window + slack, std::max<int64_t>(c.window, ctx));
+    const int64_t raw_slots = std::min<int64_t>(c.window + slack, std::max<int64_t>(1, ctx));
     int64_t b = int64_t(sizeof(float)) * raw_slots * c.head_dim;
     if (ratio != 0) {
         b += int64_t(sizeof(float)) * (ctx / ratio + 1) * c.head_dim;
@@ -35,6 +39,34 @@ int64_t LayerState::bytes_for(const ModelConfig& c, uint32_t ratio, int64_t ctx,
         b += CompressorState::bytes_for(4, int(c.indexer_dim), std::min(slack, ctx));
     }
     return b;
+}
+
+// Copies only the compressed rows in use (the rest of the reservation stays untouched).
+LayerState::LayerState(const LayerState& o) { *this = o; }
+
+LayerState& LayerState::operator=(const LayerState& o) {
+    if (this == &o) return *this;
+    ratio = o.ratio;
+    window = o.window;
+    head_dim = o.head_dim;
+    indexer_dim = o.indexer_dim;
+    raw_slots = o.raw_slots;
+    raw_valid_from = o.raw_valid_from;
+    raw = o.raw;
+    n_comp = o.n_comp;
+    n_index_comp = o.n_index_comp;
+    auto copy_rows = [](UntouchedVector<float>& dst, const UntouchedVector<float>& src, size_t used) {
+        if (dst.size() != src.size()) {
+            dst = UntouchedVector<float>();
+            dst.resize(src.size());
+        }
+        std::copy(src.begin(), src.begin() + ptrdiff_t(used), dst.begin());
+    };
+    copy_rows(comp, o.comp, size_t(n_comp * head_dim));
+    copy_rows(index_comp, o.index_comp, size_t(n_index_comp * indexer_dim));
+    compressor = o.compressor;
+    index_compressor = o.index_compressor;
+    return *this;
 }
 
 void LayerState::reset() {
@@ -81,6 +113,9 @@ void LayerState::rewind(int64_t n) {
 Sequence::Sequence(const Model& model, model::SequenceOptions opt)
     : model::Sequence(opt), model_(&model), first_(model.info().range.first) {
     if (opt_.ctx <= 0) fail("context size {} must be positive", opt_.ctx);
+    if (opt_.ctx > kMaxContext) fail("context size {} is above the engine's limit of {}", opt_.ctx, kMaxContext);
+    // Before anything is reserved: a context whose state cannot fit is an error saying what fits.
+    model::check_memory(model, opt_);
     if (opt_.rewind_slack < 0) opt_.rewind_slack = 0;
     const ModelConfig& c = model.config();
     const model::LayerRange& r = model.info().range;

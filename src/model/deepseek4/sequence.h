@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "common/huge_pages.h"
 #include "model/deepseek4/compressor.h"
 #include "model/deepseek4/config.h"
 #include "model/deepseek4/weights.h"
@@ -17,10 +18,15 @@ namespace ds4::deepseek4 {
 
 class Model;
 
+// The longest context a sequence may have (2^40 positions: sizes stay far from overflow).
+inline constexpr int64_t kMaxContext = int64_t(1) << 40;
+
 // Per-layer KV state (§4.1).
 struct LayerState {
     // `slack`: how many positions rewind() can go back without recomputation.
     LayerState(const ModelConfig& c, const LayerWeights& w, int64_t ctx, int64_t slack);
+    LayerState(const LayerState& o);
+    LayerState& operator=(const LayerState& o);
     // What the constructor would allocate, without allocating.
     static int64_t bytes_for(const ModelConfig& c, uint32_t ratio, int64_t ctx, int64_t slack);
     void reset();
@@ -39,9 +45,9 @@ struct LayerState {
     const float* raw_row(int64_t p) const { return &raw[size_t((p % raw_slots) * head_dim)]; }
     float* raw_row(int64_t p) { return &raw[size_t((p % raw_slots) * head_dim)]; }
     std::vector<float> raw;             // [raw_slots][head_dim], position p at slot p mod raw_slots
-    std::vector<float> comp;            // [ctx/ratio + 1][head_dim] attention compressed cache
+    UntouchedVector<float> comp;        // [ctx/ratio + 1][head_dim] attention compressed cache
     int64_t n_comp = 0;
-    std::vector<float> index_comp;      // [ctx/4 + 1][indexer_dim] indexer compressed cache (ratio 4)
+    UntouchedVector<float> index_comp;  // [ctx/4 + 1][indexer_dim] indexer compressed cache (ratio 4)
     int64_t n_index_comp = 0;
     CompressorState compressor, index_compressor;
 };
