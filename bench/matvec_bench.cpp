@@ -22,8 +22,8 @@
 #include "common/error.h"
 #include "common/huge_pages.h"
 #include "common/thread_pool.h"
-#include "ggml_ref.h"
 #include "quant/quant.h"
+#include "support/ggml_ref.h"
 
 namespace {
 

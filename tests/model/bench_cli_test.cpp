@@ -18,7 +18,7 @@
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::model {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "compare.h"
 #include "model/model.h"
-#include "tool_run.h"
+#include "support/compare.h"
+#include "support/tool_run.h"
 
 namespace ds4::model {
 namespace {

@@ -13,7 +13,7 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "model/model.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::model {
 namespace {

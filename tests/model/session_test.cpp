@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "compare.h"
 #include "model/model.h"
-#include "tool_run.h"
+#include "support/compare.h"
+#include "support/tool_run.h"
 
 namespace ds4::model {
 namespace {

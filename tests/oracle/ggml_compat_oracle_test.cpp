@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "../unit/quant_test_data.h"
 #include "common/half.h"
-#include "ggml_ref.h"
 #include "quant/ggml_compat.h"
 #include "quant/quant.h"
+#include "support/ggml_ref.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant::testing {
 namespace {

@@ -10,8 +10,8 @@
 #include "common/error.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
-#include "gguf_test_util.h"
 #include "model/config.h"
+#include "support/gguf_test_util.h"
 
 namespace ds4::model {
 namespace {

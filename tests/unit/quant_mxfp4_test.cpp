@@ -9,7 +9,7 @@
 #include "quant/blocks.h"
 #include "quant/formats.h"
 #include "quant/mxfp4.h"
-#include "quant_test_data.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant {
 namespace {

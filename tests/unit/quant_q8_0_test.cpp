@@ -11,7 +11,7 @@
 #include "quant/blocks.h"
 #include "quant/formats.h"
 #include "quant/q8_0.h"
-#include "quant_test_data.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant {
 namespace {

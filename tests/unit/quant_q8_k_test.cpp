@@ -10,7 +10,7 @@
 #include "quant/blocks.h"
 #include "quant/formats.h"
 #include "quant/quant.h"
-#include "quant_test_data.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant {
 namespace {

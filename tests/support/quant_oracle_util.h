@@ -9,9 +9,9 @@
 #include <cstring>
 #include <vector>
 
-#include "../unit/quant_test_data.h"
-#include "ggml_ref.h"
 #include "quant/quant.h"
+#include "support/ggml_ref.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant::testing {
 

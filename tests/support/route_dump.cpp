@@ -1,4 +1,4 @@
-#include "route_dump.h"
+#include "support/route_dump.h"
 
 #include <algorithm>
 #include <cstdint>

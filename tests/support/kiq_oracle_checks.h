@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/half.h"
-#include "ggml_ref.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
+#include "support/ggml_ref.h"
 
 namespace ds4::kiq_test {
 

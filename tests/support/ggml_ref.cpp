@@ -1,4 +1,4 @@
-#include "ggml_ref.h"
+#include "support/ggml_ref.h"
 
 #include <dlfcn.h>
 

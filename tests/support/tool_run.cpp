@@ -1,4 +1,4 @@
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "compare.h"
+#include "support/compare.h"
 
 #include <fmt/format.h>
 
