@@ -5,6 +5,8 @@
 #include "common/half.h"
 #include "quant/float_formats.h"
 #include "quant/formats.h"
+#include "quant/ggml_compat.h"
+#include "quant/multi_dot.h"
 
 namespace ds4::quant {
 namespace {
@@ -60,22 +62,40 @@ float dot_bf16_scalar(int64_t n, const void* w, const void* act) {
     return float(sum);
 }
 
-const FormatOps& f32_ops() {
-    static const FormatOps ops{TensorType::F32, TensorType::F32, f32_dequantize, f32_quantize,
-                               {dot_f32_scalar, avx2::dot_f32, avx512::dot_f32}};
-    return ops;
-}
+constinit const FormatOps kF32Format{
+    .type = TensorType::F32,
+    .dot_type = TensorType::F32,
+    .dequantize = f32_dequantize,
+    .quantize = f32_quantize,
+    .dot = {dot_f32_scalar, avx2::dot_f32, avx512::dot_f32},
+    .multi = {},
+    .ggml_compat = compat::dot_f32,
+    .multi_for_one_activation = false,
+    .multi_blocks_rows = false,
+};
 
-const FormatOps& f16_ops() {
-    static const FormatOps ops{TensorType::F16, TensorType::F16, f16_dequantize, f16_quantize,
-                               {dot_f16_scalar, avx2::dot_f16, avx512::dot_f16}};
-    return ops;
-}
+constinit const FormatOps kF16Format{
+    .type = TensorType::F16,
+    .dot_type = TensorType::F16,
+    .dequantize = f16_dequantize,
+    .quantize = f16_quantize,
+    .dot = {dot_f16_scalar, avx2::dot_f16, avx512::dot_f16},
+    .multi = {multi_scalar<dot_f16_scalar>, multi_f16_avx2, multi_f16_avx512},
+    .ggml_compat = compat::dot_f16,
+    .multi_for_one_activation = false,
+    .multi_blocks_rows = false,
+};
 
-const FormatOps& bf16_ops() {
-    static const FormatOps ops{TensorType::BF16, TensorType::BF16, bf16_dequantize,
-                               bf16_quantize, {dot_bf16_scalar, avx2::dot_bf16, avx512::dot_bf16}};
-    return ops;
-}
+constinit const FormatOps kBf16Format{
+    .type = TensorType::BF16,
+    .dot_type = TensorType::BF16,
+    .dequantize = bf16_dequantize,
+    .quantize = bf16_quantize,
+    .dot = {dot_bf16_scalar, avx2::dot_bf16, avx512::dot_bf16},
+    .multi = {},
+    .ggml_compat = compat::dot_bf16,
+    .multi_for_one_activation = false,
+    .multi_blocks_rows = false,
+};
 
 }  // namespace ds4::quant

@@ -1,4 +1,5 @@
-// The ggml compatibility switch (quant.h) and the table of compat kernels (ggml_compat.h).
+// The ggml compatibility switch (quant.h), and each format's compat kernel (ggml_compat.h) from
+// its FormatOps record.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -23,17 +24,8 @@ void set_ggml_compat(bool on) { compat_flag().store(on); }
 bool ggml_compat() { return compat_flag().load(std::memory_order_relaxed); }
 
 DotFn compat::dot_kernel(TensorType w) {
-    switch (w) {
-        case TensorType::F32: return &dot_f32;
-        case TensorType::F16: return &dot_f16;
-        case TensorType::BF16: return &dot_bf16;
-        case TensorType::Q8_0: return &dot_q8_0;
-        case TensorType::Q2_K: return &dot_q2_k;
-        case TensorType::Q4_K: return &dot_q4_k;
-        case TensorType::IQ2_XXS: return &dot_iq2_xxs;
-        case TensorType::MXFP4: return &dot_mxfp4;
-        default: return nullptr;
-    }
+    const FormatOps* ops = format_ops(w);
+    return ops ? ops->ggml_compat : nullptr;
 }
 
 }  // namespace ds4::quant

@@ -4,7 +4,9 @@
 
 #include "common/half.h"
 #include "quant/formats.h"
+#include "quant/ggml_compat.h"
 #include "quant/iq2_xxs_grid.h"
+#include "quant/multi_dot.h"
 
 namespace ds4::quant {
 
@@ -67,14 +69,16 @@ void quantize_fn(const float* src, void* dst, int64_t n, const float* importance
 }
 }  // namespace
 
-const FormatOps& iq2_xxs_ops() {
-    static const FormatOps ops{
-        TensorType::IQ2_XXS,
-        TensorType::Q8_K,
-        dequantize_fn,
-        quantize_fn,
-        {dot_iq2_xxs_q8_k_scalar, dot_iq2_xxs_q8_k_avx2, dot_iq2_xxs_q8_k_avx512}};
-    return ops;
-}
+constinit const FormatOps kIq2XxsFormat{
+    .type = TensorType::IQ2_XXS,
+    .dot_type = TensorType::Q8_K,
+    .dequantize = dequantize_fn,
+    .quantize = quantize_fn,
+    .dot = {dot_iq2_xxs_q8_k_scalar, dot_iq2_xxs_q8_k_avx2, dot_iq2_xxs_q8_k_avx512},
+    .multi = {multi_scalar<dot_iq2_xxs_q8_k_scalar>, multi_iq2_xxs_avx2, multi_iq2_xxs_avx512},
+    .ggml_compat = compat::dot_iq2_xxs,
+    .multi_for_one_activation = true,
+    .multi_blocks_rows = true,
+};
 
 }  // namespace ds4::quant

@@ -2,7 +2,7 @@
 // a u32 of four codebook indices (one per 8 values, into kIq2xxsGrid) and a u32 holding four
 // 7-bit sign fields (bits 7k..7k+6; the 8th sign is their parity, so negatives come in pairs)
 // and a 4-bit scale l in bits 28..31. Value = d * (2l+1)/8 * grid magnitude * sign.
-// Dots take Q8_K activations. The kernels below are what iq2_xxs_ops() lists.
+// Dots take Q8_K activations. The kernels below are what kIq2XxsFormat lists.
 #pragma once
 
 #include <array>

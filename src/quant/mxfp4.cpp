@@ -8,6 +8,8 @@
 
 #include "common/half.h"
 #include "quant/formats.h"
+#include "quant/ggml_compat.h"
+#include "quant/multi_dot.h"
 
 namespace ds4::quant {
 namespace {
@@ -85,10 +87,16 @@ float dot_mxfp4_scalar(int64_t n, const void* w, const void* act) {
     return sum;
 }
 
-const FormatOps& mxfp4_ops() {
-    static const FormatOps ops{TensorType::MXFP4, TensorType::Q8_0, dequantize, quantize,
-                               {dot_mxfp4_scalar, avx2::dot_mxfp4, avx512::dot_mxfp4}};
-    return ops;
-}
+constinit const FormatOps kMxfp4Format{
+    .type = TensorType::MXFP4,
+    .dot_type = TensorType::Q8_0,
+    .dequantize = dequantize,
+    .quantize = quantize,
+    .dot = {dot_mxfp4_scalar, avx2::dot_mxfp4, avx512::dot_mxfp4},
+    .multi = {multi_scalar<dot_mxfp4_scalar>, multi_mxfp4_avx2, multi_mxfp4_avx512},
+    .ggml_compat = compat::dot_mxfp4,
+    .multi_for_one_activation = false,
+    .multi_blocks_rows = false,
+};
 
 }  // namespace ds4::quant

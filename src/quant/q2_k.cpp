@@ -2,7 +2,9 @@
 
 #include "common/half.h"
 #include "quant/formats.h"
+#include "quant/ggml_compat.h"
 #include "quant/kquant_fit.h"
+#include "quant/multi_dot.h"
 
 namespace ds4::quant {
 
@@ -78,13 +80,16 @@ void quantize_fn(const float* src, void* dst, int64_t n, const float* importance
 }
 }  // namespace
 
-const FormatOps& q2_k_ops() {
-    static const FormatOps ops{TensorType::Q2_K,
-                               TensorType::Q8_K,
-                               dequantize_fn,
-                               quantize_fn,
-                               {dot_q2_k_q8_k_scalar, dot_q2_k_q8_k_avx2, dot_q2_k_q8_k_avx512}};
-    return ops;
-}
+constinit const FormatOps kQ2_KFormat{
+    .type = TensorType::Q2_K,
+    .dot_type = TensorType::Q8_K,
+    .dequantize = dequantize_fn,
+    .quantize = quantize_fn,
+    .dot = {dot_q2_k_q8_k_scalar, dot_q2_k_q8_k_avx2, dot_q2_k_q8_k_avx512},
+    .multi = {multi_scalar<dot_q2_k_q8_k_scalar>, multi_q2_k_avx2, multi_q2_k_avx512},
+    .ggml_compat = compat::dot_q2_k,
+    .multi_for_one_activation = true,
+    .multi_blocks_rows = false,
+};
 
 }  // namespace ds4::quant

@@ -2,7 +2,9 @@
 
 #include "common/half.h"
 #include "quant/formats.h"
+#include "quant/ggml_compat.h"
 #include "quant/kquant_fit.h"
+#include "quant/multi_dot.h"
 
 namespace ds4::quant {
 
@@ -81,13 +83,16 @@ void quantize_fn(const float* src, void* dst, int64_t n, const float* importance
 }
 }  // namespace
 
-const FormatOps& q4_k_ops() {
-    static const FormatOps ops{TensorType::Q4_K,
-                               TensorType::Q8_K,
-                               dequantize_fn,
-                               quantize_fn,
-                               {dot_q4_k_q8_k_scalar, dot_q4_k_q8_k_avx2, dot_q4_k_q8_k_avx512}};
-    return ops;
-}
+constinit const FormatOps kQ4_KFormat{
+    .type = TensorType::Q4_K,
+    .dot_type = TensorType::Q8_K,
+    .dequantize = dequantize_fn,
+    .quantize = quantize_fn,
+    .dot = {dot_q4_k_q8_k_scalar, dot_q4_k_q8_k_avx2, dot_q4_k_q8_k_avx512},
+    .multi = {multi_scalar<dot_q4_k_q8_k_scalar>, multi_q4_k_avx2, multi_q4_k_avx512},
+    .ggml_compat = compat::dot_q4_k,
+    .multi_for_one_activation = false,
+    .multi_blocks_rows = false,
+};
 
 }  // namespace ds4::quant

@@ -1,6 +1,6 @@
 // Q4_K weights (ARCHITECTURE.md §2.5): 256 values per 144-byte block, 4-bit codes with a
 // 6-bit scale and 6-bit min per 32 values. Dots take Q8_K activations. The kernels below are
-// what q4_k_ops() lists; tests reach them through format_ops().
+// what kQ4_KFormat lists; tests reach them through format_ops().
 #pragma once
 
 #include <cstdint>

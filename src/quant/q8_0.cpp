@@ -5,6 +5,8 @@
 
 #include "common/half.h"
 #include "quant/formats.h"
+#include "quant/ggml_compat.h"
+#include "quant/multi_dot.h"
 
 namespace ds4::quant {
 namespace {
@@ -52,10 +54,16 @@ float dot_q8_0_scalar(int64_t n, const void* w, const void* act) {
     return lane[0];
 }
 
-const FormatOps& q8_0_ops() {
-    static const FormatOps ops{TensorType::Q8_0, TensorType::Q8_0, dequantize, quantize,
-                               {dot_q8_0_scalar, avx2::dot_q8_0, avx512::dot_q8_0}};
-    return ops;
-}
+constinit const FormatOps kQ8_0Format{
+    .type = TensorType::Q8_0,
+    .dot_type = TensorType::Q8_0,
+    .dequantize = dequantize,
+    .quantize = quantize,
+    .dot = {dot_q8_0_scalar, avx2::dot_q8_0, avx512::dot_q8_0},
+    .multi = {multi_scalar<dot_q8_0_scalar>, multi_q8_0_avx2, multi_q8_0_avx512},
+    .ggml_compat = compat::dot_q8_0,
+    .multi_for_one_activation = true,
+    .multi_blocks_rows = true,
+};
 
 }  // namespace ds4::quant
