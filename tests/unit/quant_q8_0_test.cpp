@@ -10,7 +10,7 @@
 #include "common/half.h"
 #include "quant/blocks.h"
 #include "quant/formats.h"
-#include "quant/q8_0.h"
+#include "quant/q8_0/q8_0.h"
 #include "support/quant_test_data.h"
 
 namespace ds4::quant {

@@ -14,7 +14,7 @@
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
-#include "quant/q8_0.h"
+#include "quant/q8_0/q8_0.h"
 
 namespace ds4::quant {
 namespace {

@@ -1,7 +1,6 @@
 // AVX2 Q8_0 x Q8_0 dot: the multi-row kernel (q8_0_multi_avx2.cpp) with one row and one
 // activation, so that both give the same bits (the scalar reference's).
-#include "quant/multi_dot.h"
-#include "quant/q8_0.h"
+#include "quant/q8_0/q8_0.h"
 
 namespace ds4::quant::avx2 {
 

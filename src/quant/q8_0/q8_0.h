@@ -11,6 +11,7 @@
 // the SIMD kernels need no horizontal sum per block; see q8_0_multi_avx512.cpp.)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ds4::quant {
@@ -25,5 +26,12 @@ float dot_q8_0(int64_t n, const void* w, const void* act);
 namespace avx512 {
 float dot_q8_0(int64_t n, const void* w, const void* act);
 }
+
+// The multi-row kernels (quant.h MultiDotFn, contract in multi_dot.h), one per ISA:
+// q8_0_multi_avx2.cpp, q8_0_multi_avx512.cpp.
+void multi_q8_0_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                     const void* const* act, int64_t n_act, float* const* y);
+void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                       const void* const* act, int64_t n_act, float* const* y);
 
 }  // namespace ds4::quant
