@@ -13,7 +13,7 @@
 #include "quant/x86_simd.h"  // first: see there
 
 #include "quant/prefetch.h"
-#include "quant/q2_k.h"
+#include "quant/q2_k/q2_k.h"
 
 namespace ds4::quant {
 namespace {

@@ -3,7 +3,7 @@
 // group scales (one per 16 values, spread across the two 128-bit lanes by vpshufb).
 #include "quant/x86_simd.h"  // first: see there
 
-#include "quant/q2_k.h"
+#include "quant/q2_k/q2_k.h"
 
 namespace ds4::quant {
 

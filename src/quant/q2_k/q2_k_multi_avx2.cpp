@@ -6,7 +6,7 @@
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
-#include "quant/q2_k.h"
+#include "quant/q2_k/q2_k.h"
 
 namespace ds4::quant {
 namespace {

@@ -24,4 +24,11 @@ float dot_q2_k_q8_k_avx512(int64_t n, const void* w, const void* act);
 // path for a single activation: one call for all rows).
 void q2_k_rows_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows, const void* act, float* y);
 
+// The multi-row kernels (quant.h MultiDotFn, contract in multi_dot.h), one per ISA:
+// q2_k_multi_avx2.cpp, q2_k_multi_avx512.cpp.
+void multi_q2_k_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                     const void* const* act, int64_t n_act, float* const* y);
+void multi_q2_k_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                       const void* const* act, int64_t n_act, float* const* y);
+
 }  // namespace ds4::quant

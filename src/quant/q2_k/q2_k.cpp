@@ -1,4 +1,4 @@
-#include "quant/q2_k.h"
+#include "quant/q2_k/q2_k.h"
 
 #include "common/half.h"
 #include "quant/formats.h"
