@@ -15,7 +15,7 @@
 #include "quant/ggml_compat_lanes.h"
 #include "quant/iq2_xxs.h"
 #include "quant/iq2_xxs_grid.h"
-#include "quant/q4_k_scales.h"
+#include "quant/q4_k/q4_k_scales.h"
 
 namespace ds4::quant::compat {
 namespace {

@@ -20,8 +20,6 @@ namespace ds4::quant {
 
 DS4_MULTI_DOT(multi_mxfp4_avx2);
 DS4_MULTI_DOT(multi_mxfp4_avx512);
-DS4_MULTI_DOT(multi_q4_k_avx2);
-DS4_MULTI_DOT(multi_q4_k_avx512);
 DS4_MULTI_DOT(multi_iq2_xxs_avx2);
 DS4_MULTI_DOT(multi_iq2_xxs_avx512);
 DS4_MULTI_DOT(multi_f16_avx2);

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "quant/formats.h"
-#include "quant/q4_k.h"
+#include "quant/q4_k/q4_k.h"
 #include "support/kiq_test_util.h"
 
 namespace ds4::kiq_test {

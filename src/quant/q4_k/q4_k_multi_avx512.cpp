@@ -7,7 +7,8 @@
 
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
-#include "quant/q4_k_scales.h"
+#include "quant/q4_k/q4_k.h"
+#include "quant/q4_k/q4_k_scales.h"
 #include "quant/q8_k_pack_avx512.h"
 
 namespace ds4::quant {

@@ -6,7 +6,8 @@
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
-#include "quant/q4_k_scales.h"
+#include "quant/q4_k/q4_k.h"
+#include "quant/q4_k/q4_k_scales.h"
 
 namespace ds4::quant {
 namespace {

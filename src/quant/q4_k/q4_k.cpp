@@ -1,4 +1,4 @@
-#include "quant/q4_k.h"
+#include "quant/q4_k/q4_k.h"
 
 #include "common/half.h"
 #include "quant/formats.h"

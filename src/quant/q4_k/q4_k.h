@@ -3,6 +3,7 @@
 // what kQ4_KFormat lists; tests reach them through format_ops().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/blocks.h"
@@ -30,5 +31,12 @@ void quantize_q4_k(const float* src, BlockQ4_K* dst, int64_t n, const float* imp
 float dot_q4_k_q8_k_scalar(int64_t n, const void* w, const void* act);
 float dot_q4_k_q8_k_avx2(int64_t n, const void* w, const void* act);
 float dot_q4_k_q8_k_avx512(int64_t n, const void* w, const void* act);
+
+// The multi-row kernels (quant.h MultiDotFn, contract in multi_dot.h), one per ISA:
+// q4_k_multi_avx2.cpp, q4_k_multi_avx512.cpp.
+void multi_q4_k_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                     const void* const* act, int64_t n_act, float* const* y);
+void multi_q4_k_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                       const void* const* act, int64_t n_act, float* const* y);
 
 }  // namespace ds4::quant

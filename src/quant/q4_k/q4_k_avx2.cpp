@@ -4,8 +4,8 @@
 // 16-value sums (bsums).
 #include "quant/x86_simd.h"  // first: see there
 
-#include "quant/q4_k.h"
-#include "quant/q4_k_scales.h"
+#include "quant/q4_k/q4_k.h"
+#include "quant/q4_k/q4_k_scales.h"
 
 namespace ds4::quant {
 

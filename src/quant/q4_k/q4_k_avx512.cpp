@@ -3,8 +3,8 @@
 // vpmaddubsw makes i16 pair sums and vpdpwssd applies the two sub-block scales.
 #include "quant/x86_simd.h"  // first: see there
 
-#include "quant/q4_k.h"
-#include "quant/q4_k_scales.h"
+#include "quant/q4_k/q4_k.h"
+#include "quant/q4_k/q4_k_scales.h"
 
 namespace ds4::quant {
 
