@@ -8,7 +8,7 @@
 #include "quant/blocks.h"
 #include "quant/ggml_compat.h"
 #include "quant/ggml_compat_lanes.h"
-#include "quant/mxfp4.h"
+#include "quant/mxfp4/mxfp4.h"
 
 namespace ds4::quant::compat {
 namespace {

@@ -1,6 +1,6 @@
 // MXFP4 weights: 32 E2M1 codes sharing one E8M0 exponent per block (OCP MX format, as ggml
 // stores it: low nibbles are values 0..15, high nibbles values 16..31).
-#include "quant/mxfp4.h"
+#include "quant/mxfp4/mxfp4.h"
 
 #include <algorithm>
 #include <bit>

@@ -7,6 +7,7 @@
 // precondition as q8_0.h: codes in [-127, 127].
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ds4::quant {
@@ -26,5 +27,12 @@ float dot_mxfp4(int64_t n, const void* w, const void* act);
 namespace avx512 {
 float dot_mxfp4(int64_t n, const void* w, const void* act);
 }
+
+// The multi-row kernels (quant.h MultiDotFn, contract in multi_dot.h), one per ISA:
+// mxfp4_multi_avx2.cpp, mxfp4_multi_avx512.cpp.
+void multi_mxfp4_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                      const void* const* act, int64_t n_act, float* const* y);
+void multi_mxfp4_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                        const void* const* act, int64_t n_act, float* const* y);
 
 }  // namespace ds4::quant

@@ -10,7 +10,7 @@
 #include "quant/blocks.h"
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
-#include "quant/mxfp4.h"
+#include "quant/mxfp4/mxfp4.h"
 
 namespace ds4::quant {
 namespace {

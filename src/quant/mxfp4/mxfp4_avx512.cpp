@@ -14,7 +14,7 @@
 #include <immintrin.h>
 
 #include "quant/blocks.h"
-#include "quant/mxfp4.h"
+#include "quant/mxfp4/mxfp4.h"
 
 namespace ds4::quant::avx512 {
 namespace {
