@@ -13,8 +13,8 @@
 #include "quant/blocks.h"
 #include "quant/ggml_compat.h"
 #include "quant/ggml_compat_lanes.h"
-#include "quant/iq2_xxs.h"
-#include "quant/iq2_xxs_grid.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "quant/q4_k/q4_k_scales.h"
 
 namespace ds4::quant::compat {

@@ -18,8 +18,6 @@ namespace ds4::quant {
     void name(int64_t n, const void* W, size_t w_stride, int64_t rows, const void* const* act, \
               int64_t n_act, float* const* y)
 
-DS4_MULTI_DOT(multi_iq2_xxs_avx2);
-DS4_MULTI_DOT(multi_iq2_xxs_avx512);
 DS4_MULTI_DOT(multi_f16_avx2);
 DS4_MULTI_DOT(multi_f16_avx512);
 

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "quant/formats.h"
-#include "quant/iq2_xxs.h"
-#include "quant/iq2_xxs_grid.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "support/kiq_test_util.h"
 
 namespace ds4::kiq_test {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "common/half.h"
-#include "quant/iq2_xxs.h"
-#include "quant/iq2_xxs_grid.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "quant/round_clamp.h"
 
 namespace ds4::quant {

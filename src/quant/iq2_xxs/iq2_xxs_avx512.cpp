@@ -8,9 +8,9 @@
 
 #include <vector>
 
-#include "quant/iq2_xxs.h"
-#include "quant/iq2_xxs_step_avx512.h"
-#include "quant/iq2_xxs_vbmi.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs_step_avx512.h"
+#include "quant/iq2_xxs/iq2_xxs_vbmi.h"
 
 namespace ds4::quant {
 

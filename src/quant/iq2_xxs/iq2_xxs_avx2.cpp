@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "quant/iq2_xxs.h"
-#include "quant/iq2_xxs_grid.h"
-#include "quant/iq2_xxs_simd.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs_grid.h"
+#include "quant/iq2_xxs/iq2_xxs_simd.h"
 
 namespace ds4::quant {
 

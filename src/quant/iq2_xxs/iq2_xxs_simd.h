@@ -4,7 +4,7 @@
 #include <array>
 #include <cstdint>
 
-#include "quant/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
 
 namespace ds4::quant {
 

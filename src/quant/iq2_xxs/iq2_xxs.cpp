@@ -1,11 +1,11 @@
-#include "quant/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
 
 #include <cstring>
 
 #include "common/half.h"
 #include "quant/formats.h"
 #include "quant/ggml_compat.h"
-#include "quant/iq2_xxs_grid.h"
+#include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "quant/multi_dot.h"
 
 namespace ds4::quant {

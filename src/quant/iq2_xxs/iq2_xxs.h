@@ -7,6 +7,7 @@
 
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/blocks.h"
@@ -36,5 +37,12 @@ void quantize_iq2_xxs(const float* src, BlockIQ2_XXS* dst, int64_t n, const floa
 float dot_iq2_xxs_q8_k_scalar(int64_t n, const void* w, const void* act);
 float dot_iq2_xxs_q8_k_avx2(int64_t n, const void* w, const void* act);
 float dot_iq2_xxs_q8_k_avx512(int64_t n, const void* w, const void* act);
+
+// The multi-row kernels (quant.h MultiDotFn, contract in multi_dot.h), one per ISA:
+// iq2_xxs_multi_avx2.cpp, iq2_xxs_multi_avx512.cpp.
+void multi_iq2_xxs_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                        const void* const* act, int64_t n_act, float* const* y);
+void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                          const void* const* act, int64_t n_act, float* const* y);
 
 }  // namespace ds4::quant

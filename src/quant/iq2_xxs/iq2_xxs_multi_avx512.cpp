@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "quant/iq2_xxs_step_avx512.h"
-#include "quant/iq2_xxs_vbmi.h"
+#include "quant/iq2_xxs/iq2_xxs_step_avx512.h"
+#include "quant/iq2_xxs/iq2_xxs_vbmi.h"
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
 

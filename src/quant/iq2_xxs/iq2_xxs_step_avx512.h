@@ -26,8 +26,8 @@
 #include <utility>
 
 #include "quant/blocks.h"
-#include "quant/iq2_xxs.h"
-#include "quant/iq2_xxs_grid.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "quant/prefetch.h"
 
 namespace ds4::quant {

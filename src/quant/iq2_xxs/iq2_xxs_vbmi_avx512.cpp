@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "quant/blocks.h"
-#include "quant/iq2_xxs_grid.h"
-#include "quant/iq2_xxs_vbmi.h"
+#include "quant/iq2_xxs/iq2_xxs_grid.h"
+#include "quant/iq2_xxs/iq2_xxs_vbmi.h"
 
 namespace ds4::quant {
 namespace {
@@ -80,7 +80,7 @@ void iq2xxs_allow_vbmi(bool allow) { g_allow_vbmi.store(allow); }
 #pragma GCC target("avx512vbmi,gfni")
 #endif
 
-#include "quant/iq2_xxs_step_avx512.h"
+#include "quant/iq2_xxs/iq2_xxs_step_avx512.h"
 
 namespace ds4::quant {
 namespace {
