@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 #include "common/half.h"
-#include "quant/float_formats.h"
+#include "quant/float/float_formats.h"
 #include "quant/formats.h"
 #include "quant/ggml_compat.h"
 

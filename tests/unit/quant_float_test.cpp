@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/half.h"
-#include "quant/float_formats.h"
+#include "quant/float/float_formats.h"
 #include "quant/quant.h"
 #include "support/quant_test_data.h"
 

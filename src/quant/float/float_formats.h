@@ -6,6 +6,7 @@
 // to float summation order; tests bound the difference relative to sum |w_i * a_i|.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ds4::quant {
@@ -28,5 +29,12 @@ float dot_f32(int64_t n, const void* w, const void* act);
 float dot_f16(int64_t n, const void* w, const void* act);
 float dot_bf16(int64_t n, const void* w, const void* act);
 }  // namespace avx512
+
+// The multi-row kernels (quant.h MultiDotFn, contract in multi_dot.h), one per ISA:
+// f16_multi_avx2.cpp, f16_multi_avx512.cpp.
+void multi_f16_avx2(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                    const void* const* act, int64_t n_act, float* const* y);
+void multi_f16_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
+                      const void* const* act, int64_t n_act, float* const* y);
 
 }  // namespace ds4::quant

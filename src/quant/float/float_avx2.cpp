@@ -4,7 +4,7 @@
 // baseline code.
 #include <immintrin.h>
 
-#include "quant/float_formats.h"
+#include "quant/float/float_formats.h"
 
 namespace ds4::quant::avx2 {
 namespace {

@@ -3,6 +3,7 @@
 // tail), with each weight vector converted from f16 once for a tile of activation rows.
 #include "quant/x86_simd.h"  // first: see there
 
+#include "quant/float/float_formats.h"
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
 

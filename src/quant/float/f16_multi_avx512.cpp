@@ -7,6 +7,7 @@
 // 20 per 16. In L2, one thread, 4096 columns, 12-48 tokens: 44 -> 50 GMAC/s.
 #include "quant/x86_simd.h"  // first: see there
 
+#include "quant/float/float_formats.h"
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
 

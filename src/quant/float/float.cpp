@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "common/half.h"
-#include "quant/float_formats.h"
+#include "quant/float/float_formats.h"
 #include "quant/formats.h"
 #include "quant/ggml_compat.h"
 #include "quant/multi_dot.h"

@@ -7,7 +7,7 @@
 #endif
 #include <immintrin.h>
 
-#include "quant/float_formats.h"
+#include "quant/float/float_formats.h"
 #include "quant/prefetch.h"
 
 namespace ds4::quant::avx512 {
