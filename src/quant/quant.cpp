@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "quant/float/float_formats.h"
+#include "quant/activation/activation.h"
 #include "quant/formats.h"
 #include "quant/ggml_compat.h"
 

@@ -3,7 +3,7 @@
 // in tests/oracle/quant_iq2_xxs_oracle_test.cpp.
 #include <gtest/gtest.h>
 
-#include "quant/formats.h"
+#include "quant/activation/activation.h"
 #include "quant/iq2_xxs/iq2_xxs.h"
 #include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "support/kiq_test_util.h"

@@ -3,7 +3,7 @@
 // in tests/oracle/quant_q2_k_oracle_test.cpp.
 #include <gtest/gtest.h>
 
-#include "quant/formats.h"
+#include "quant/activation/activation.h"
 #include "quant/q2_k/q2_k.h"
 #include "support/kiq_test_util.h"
 

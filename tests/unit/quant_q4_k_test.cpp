@@ -3,7 +3,7 @@
 // in tests/oracle/quant_q4_k_oracle_test.cpp.
 #include <gtest/gtest.h>
 
-#include "quant/formats.h"
+#include "quant/activation/activation.h"
 #include "quant/q4_k/q4_k.h"
 #include "support/kiq_test_util.h"
 

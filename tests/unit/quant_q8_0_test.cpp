@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "quant/blocks.h"
-#include "quant/formats.h"
+#include "quant/activation/activation.h"
 #include "quant/q8_0/q8_0.h"
 #include "support/quant_test_data.h"
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/half.h"
+#include "quant/blocks.h"
 #include "quant/formats.h"
 #include "quant/ggml_compat.h"
 #include "quant/multi_dot.h"

@@ -1,5 +1,5 @@
 // MXFP4 weights (blocks.h BlockMXFP4: an E8M0 exponent and 32 E2M1 codes) times Q8_0
-// activations (formats.h quantize_q8_0).
+// activations (activation/activation.h quantize_q8_0).
 //
 // Codes are taken as ggml's doubled E2M1 integers {0, 1, 2, 3, 4, 6, 8, 12} with bit 3 the
 // sign, and the exponent as 2^(e-128) (half of the E8M0 value, to undo the doubling), so a

@@ -15,7 +15,7 @@
 #include "quant/multi_dot.h"
 #include "quant/multi_tile.h"
 #include "quant/q2_k/q2_k.h"
-#include "quant/q8_k_pack_avx512.h"
+#include "quant/activation/q8_k_pack_avx512.h"
 
 namespace ds4::quant {
 namespace {

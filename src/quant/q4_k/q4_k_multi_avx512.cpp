@@ -9,7 +9,7 @@
 #include "quant/multi_tile.h"
 #include "quant/q4_k/q4_k.h"
 #include "quant/q4_k/q4_k_scales.h"
-#include "quant/q8_k_pack_avx512.h"
+#include "quant/activation/q8_k_pack_avx512.h"
 
 namespace ds4::quant {
 namespace {

@@ -1,4 +1,4 @@
-// Q8_0 weights (blocks.h BlockQ8_0) times Q8_0 activations (formats.h quantize_q8_0).
+// Q8_0 weights (blocks.h BlockQ8_0) times Q8_0 activations (activation/activation.h quantize_q8_0).
 //
 // Precondition of every dot kernel: activation codes lie in [-127, 127], as quantize_q8_0
 // produces them (the SIMD kernels move the weight's sign onto the activation, so -128 there

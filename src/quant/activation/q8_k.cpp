@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "common/half.h"
-#include "quant/formats.h"
+#include "quant/activation/activation.h"
 
 namespace ds4::quant {
 namespace {

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
-#include "quant/formats.h"
+#include "quant/activation/activation.h"
 
 namespace ds4::quant::avx512 {
 namespace {
