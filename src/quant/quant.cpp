@@ -7,7 +7,7 @@
 #include "quant/float/float_formats.h"
 #include "quant/activation/activation.h"
 #include "quant/formats.h"
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 
 namespace ds4::quant {
 

@@ -76,8 +76,9 @@ void quantize_activation(TensorType act_type, const float* src, void* dst, int64
 // ggml compatibility mode (test-only, slower; docs/ORACLE_HARNESS.md): while on, dot_kernel()
 // returns, whatever the ISA, a kernel whose floating-point operations (accumulator lanes, fma
 // vs mul+add, horizontal-sum tree) reproduce bit for bit the oracle's CPU vec_dot as its zen4
-// (AVX-512) build runs it (quant/ggml_compat.h), and batched kernels are not used. Off by
-// default; on at start-up when the environment variable DS4_GGML_COMPAT is "1".
+// (AVX-512) build runs it (ggml_compat/ggml_compat.h; each format's FormatOps::ggml_compat),
+// and batched kernels are not used. Off by default; on at start-up when the environment
+// variable DS4_GGML_COMPAT is "1".
 void set_ggml_compat(bool on);
 bool ggml_compat();
 

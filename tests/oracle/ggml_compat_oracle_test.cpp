@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/half.h"
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 #include "quant/quant.h"
 #include "support/ggml_ref.h"
 #include "support/quant_test_data.h"

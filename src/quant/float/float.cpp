@@ -5,7 +5,7 @@
 #include "common/half.h"
 #include "quant/float/float_formats.h"
 #include "quant/formats.h"
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 #include "quant/multi_dot.h"
 
 namespace ds4::quant {

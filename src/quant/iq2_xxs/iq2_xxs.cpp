@@ -4,7 +4,7 @@
 
 #include "common/half.h"
 #include "quant/formats.h"
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 #include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "quant/multi_dot.h"
 

@@ -9,7 +9,7 @@
 #include "common/half.h"
 #include "quant/blocks.h"
 #include "quant/formats.h"
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 #include "quant/multi_dot.h"
 
 namespace ds4::quant {

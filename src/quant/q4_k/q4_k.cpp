@@ -2,7 +2,7 @@
 
 #include "common/half.h"
 #include "quant/formats.h"
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 #include "quant/kquant_fit.h"
 #include "quant/multi_dot.h"
 

@@ -6,8 +6,8 @@
 
 #include "common/half.h"
 #include "quant/blocks.h"
-#include "quant/ggml_compat.h"
-#include "quant/ggml_compat_lanes.h"
+#include "quant/ggml_compat/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat_lanes.h"
 #include "quant/mxfp4/mxfp4.h"
 
 namespace ds4::quant::compat {

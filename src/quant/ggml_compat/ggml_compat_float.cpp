@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "common/half.h"
-#include "quant/ggml_compat.h"
-#include "quant/ggml_compat_lanes.h"
+#include "quant/ggml_compat/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat_lanes.h"
 
 namespace ds4::quant::compat {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 #include "quant/quant.h"
 
 namespace ds4::quant {

@@ -11,8 +11,8 @@
 
 #include "common/half.h"
 #include "quant/blocks.h"
-#include "quant/ggml_compat.h"
-#include "quant/ggml_compat_lanes.h"
+#include "quant/ggml_compat/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat_lanes.h"
 #include "quant/iq2_xxs/iq2_xxs.h"
 #include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "quant/q4_k/q4_k_scales.h"
