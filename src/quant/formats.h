@@ -1,5 +1,5 @@
 // The registry of weight formats: one FormatOps record (quant.h) per format, each defined
-// with the format's kernels (q8_0.cpp, ...) and listed once in quant.cpp's kFormats, through
+// with the format's kernels (q8_0/q8_0.cpp, ...) and listed once in quant.cpp's kFormats, through
 // which format_ops(), dot_kernel(), multi_dot_kernel() and the ggml compatibility mode find
 // everything about a format.
 #pragma once

@@ -4,7 +4,7 @@
 // type_traits_cpu from_float), or the dot products see different inputs (ORACLE.md):
 // - Q8_0 (ggml-cpu/arch/x86 quantize_row_q8_0): d = amax/127 stored as f16,
 //   q = round-half-even(x * (127/amax)). Note 127/amax, not 1/d, and ties to even: this is
-//   NOT the weight quantizer (q8_0.cpp), which follows ggml's reference (1/d, ties away).
+//   NOT the weight quantizer (q8_0/q8_0.cpp), which follows ggml's reference (1/d, ties away).
 // - Q8_K (ggml quantize_row_q8_K_ref, used as is on x86): m = the value of largest |x|
 //   (first one wins, sign kept), iscale = -127/m, q = min(127, round-half-even(iscale*x)),
 //   d = 1/iscale (so d is negative when m is positive), bsums = sums of 16 consecutive q.

@@ -4,7 +4,7 @@
 // Codes are taken as ggml's doubled E2M1 integers {0, 1, 2, 3, 4, 6, 8, 12} with bit 3 the
 // sign, and the exponent as 2^(e-128) (half of the E8M0 value, to undo the doubling), so a
 // block contributes float(integer sum) * (2^(e-128) * d_a) exactly like ggml. Same activation
-// precondition as q8_0.h: codes in [-127, 127].
+// precondition as q8_0/q8_0.h: codes in [-127, 127].
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,8 @@
 // AVX2 MXFP4 x Q8_0 dot (compiled with -mavx2; called only after CPU detection; no shared
-// inline helpers included, see float_avx2.cpp).
+// inline helpers included, see float/float_avx2.cpp).
 //
 // Per block: the 32 nibbles become signed int8 values with one 16-entry table shuffle, then
-// the same |w| * a*sign(w) maddubs/madd path as q8_0_avx2.cpp. (Converting the scales 8
+// the same |w| * a*sign(w) maddubs/madd path as q8_0/q8_0_avx2.cpp. (Converting the scales 8
 // blocks at a time, as the AVX-512 kernel does, measured no faster here: the nibble work
 // dominates.)
 #include <immintrin.h>

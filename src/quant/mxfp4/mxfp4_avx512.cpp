@@ -1,11 +1,11 @@
 // AVX-512 VNNI MXFP4 x Q8_0 dot (compiled with -mavx512*; called only after CPU detection;
-// no shared inline helpers included, see float_avx2.cpp).
+// no shared inline helpers included, see float/float_avx2.cpp).
 //
 // Two blocks per 512-bit register: the 16 code bytes of each block are broadcast to two
 // 128-bit lanes, one lane keeps the low nibbles (values 0..15) and the other the high ones
 // (16..31), matching the activation's byte order. One table shuffle gives the magnitudes
 // (unsigned, for vpdpbusd) and bit 3 of the code, the sign, negates the activation byte.
-// Scales of 8 blocks are converted at once as in q8_0_avx512.cpp.
+// Scales of 8 blocks are converted at once as in q8_0/q8_0_avx512.cpp.
 // GCC 12 warns falsely inside its own AVX-512 headers (_mm512_undefined_*, GCC PR105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -50,7 +50,7 @@ inline __m512i pair_products(const BlockMXFP4* x, const BlockQ8_0* y, const Cons
 }
 
 // 2^(e-128) * d_a for 8 consecutive blocks (see mxfp4_scale()), packed with pinsrb/pinsrw
-// and converted at once (see q8_0_avx512.cpp for why not one by one or by gathers).
+// and converted at once (see q8_0/q8_0_avx512.cpp for why not one by one or by gathers).
 inline __m256 scales8(const BlockMXFP4* x, const BlockQ8_0* y) {
     __m128i e = _mm_cvtsi32_si128(x[0].e);
     e = _mm_insert_epi8(e, x[1].e, 1);

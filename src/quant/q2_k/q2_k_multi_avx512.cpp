@@ -1,7 +1,7 @@
 // Multi-row Q2_K x Q8_K dots, AVX-512 VNNI: q2_k_avx512.cpp's arithmetic per activation row
 // (64 codes per vpsrlvw of a broadcast 32-byte load, each 4-value i32 lane times its group
 // scale, the min term from the activation's bsums, the same float operations in the same
-// order). Per block and tile of activation rows (packed, q8_k_pack_avx512.h), the codes are
+// order). Per block and tile of activation rows (packed, activation/q8_k_pack_avx512.h), the codes are
 // multiplied by their group scale once (code <= 3 times scale <= 15 fits a byte: one
 // vpmullw on byte pairs, which share their group), so that one vpdpbusd per 64 values and
 // row gives the one-row kernel's lane (which looks the products up with vpshufb instead):

@@ -2,7 +2,7 @@
 // (a broadcast 32-byte load shifted by 0 / 4 gives 64 codes, vpmaddubsw, vpdpwssd with the two
 // sub-block scales, the min term from the bsums, the same float operations in the same
 // order), with the scale unpacking and the codes made once per block for a tile of
-// activation rows (packed, q8_k_pack_avx512.h).
+// activation rows (packed, activation/q8_k_pack_avx512.h).
 #include "quant/x86_simd.h"  // first: see there
 
 #include "quant/multi_dot.h"
