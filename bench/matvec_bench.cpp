@@ -23,8 +23,8 @@
 #include "common/huge_pages.h"
 #include "common/thread_count.h"
 #include "common/thread_pool.h"
-#include "ggml_ref.h"
 #include "quant/quant.h"
+#include "support/ggml_ref.h"
 
 namespace {
 

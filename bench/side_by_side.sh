@@ -2,7 +2,7 @@
 # Side-by-side benchmark: DwarfStar (ds4-bench) against llama.cpp (ds4-peer-bench: the oracle's
 # prebuilt libraries at their fastest CPU settings, F16 KV, flash attention auto, repack) on
 # the same DeepSeek-V4-Flash-shaped GGUF, plus a memory read-bandwidth probe. Prints a
-# markdown table (docs/PERFORMANCE.md, "End-to-end").
+# markdown table (docs/PERFORMANCE.md, "Reproducing").
 #
 #   bench/side_by_side.sh [--quick] [--reps N] [--model FILE] [--build DIR] [--threads N]
 #                         [--gen-tokens N] [--batch N] [--jobs N] [--out DIR]
@@ -120,13 +120,13 @@ run_one() {  # engine case rep
               --gen-tokens "$gen" --threads "$threads" --csv "$out/$engine-$ctx-r$rep.csv")
   # Each engine at its fastest: the same prompt batch; ds4 reads the weights into huge-page
   # memory (--no-mmap: decode 1.10-1.13x faster than the huge-page mapping of the file, in one
-  # process alternating over both copies, docs/PERFORMANCE.md "Weights read, not mapped");
+  # process alternating over both copies, docs/PERFORMANCE.md "Weights in memory");
   # DS4_BENCH_MMAP=1 maps the file instead (see the eviction below). llama.cpp maps it (its
   # default; reading it was not faster and its load took 100 s instead of 40).
   [[ $engine == ds4 ]] && args+=(--prefill-chunk "$batch") || args+=(--batch "$batch")
   # Both engines first prefill one batch untimed (as llama-bench's warm-up run): in a fresh
   # process the first prefill also faults in the scratch memory, which on this VM costs ~2 s
-  # per GB (docs/PERFORMANCE.md, "First prefill of a process").
+  # per GB (docs/PERFORMANCE_JOURNAL.md, "The first prefill of a process").
   args+=(--warmup $((ctx < batch ? ctx : batch)))
   [[ $engine == ds4 && -z ${DS4_BENCH_MMAP:-} ]] && args+=(--no-mmap)
   echo "   $engine ctx $ctx rep $rep" >&2

@@ -46,7 +46,7 @@ public:
     // pages whatever the cache holds). With 4 KiB pages every token's pass over the weights
     // misses the TLB: decode measured ~3x slower on a VM. On this project's VM the copy also
     // decodes 1.10-1.18x faster than a mapping on 2 MiB pages (docs/PERFORMANCE.md, "Weights
-    // read, not mapped"); it is read over several threads.
+    // in memory"); it is read over several threads.
     enum class Load { Map, Copy };
     // The tools' --no-mmap help (Load::Copy), one text for all of them.
     static constexpr const char* kCopyHelp =

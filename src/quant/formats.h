@@ -1,30 +1,20 @@
-// Registry of the per-format tables; each lives in the format's own file (q8_0.cpp, ...).
-// quant.cpp dispatches through these.
+// The registry of weight formats: one FormatOps record (quant.h) per format, each defined
+// with the format's kernels (q8_0/q8_0.cpp, ...) and listed once in quant.cpp's kFormats, through
+// which format_ops(), dot_kernel(), multi_dot_kernel() and the ggml compatibility mode find
+// everything about a format.
 #pragma once
 
-#include "quant/blocks.h"
 #include "quant/quant.h"
 
 namespace ds4::quant {
 
-const FormatOps& f32_ops();
-const FormatOps& f16_ops();
-const FormatOps& bf16_ops();
-const FormatOps& q8_0_ops();
-const FormatOps& q2_k_ops();
-const FormatOps& q4_k_ops();
-const FormatOps& iq2_xxs_ops();
-const FormatOps& mxfp4_ops();
-
-// Activation quantizers (the dot types of the quantized formats).
-void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
-void quantize_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
-void dequantize_q8_k(const BlockQ8_K* src, float* dst, int64_t n);
-
-namespace avx512 {
-// The same blocks as the two above, bit for bit, for every input (q8_k_avx512.cpp).
-void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
-void quantize_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
-}  // namespace avx512
+extern const FormatOps kF32Format;
+extern const FormatOps kF16Format;
+extern const FormatOps kBf16Format;
+extern const FormatOps kQ8_0Format;
+extern const FormatOps kQ2_KFormat;
+extern const FormatOps kQ4_KFormat;
+extern const FormatOps kIq2XxsFormat;
+extern const FormatOps kMxfp4Format;
 
 }  // namespace ds4::quant

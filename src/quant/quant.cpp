@@ -4,27 +4,39 @@
 
 #include "common/error.h"
 #include "common/half.h"
-#include "quant/float_formats.h"
+#include "quant/float/float_formats.h"
+#include "quant/activation/activation.h"
 #include "quant/formats.h"
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 
 namespace ds4::quant {
 
+namespace {
+
+// Every weight format, once (formats.h).
+constexpr const FormatOps* kFormats[] = {&kF32Format,  &kF16Format,  &kBf16Format,
+                                         &kQ8_0Format, &kQ2_KFormat, &kQ4_KFormat,
+                                         &kIq2XxsFormat, &kMxfp4Format};
+
+}  // namespace
+
 const FormatOps* format_ops(TensorType t) {
-    switch (t) {
-        case TensorType::F32: return &f32_ops();
-        case TensorType::F16: return &f16_ops();
-        case TensorType::BF16: return &bf16_ops();
-        case TensorType::Q8_0: return &q8_0_ops();
-        case TensorType::Q2_K: return &q2_k_ops();
-        case TensorType::Q4_K: return &q4_k_ops();
-        case TensorType::IQ2_XXS: return &iq2_xxs_ops();
-        case TensorType::MXFP4: return &mxfp4_ops();
-        default: return nullptr;
-    }
+    for (const FormatOps* ops : kFormats)
+        if (ops->type == t) return ops;
+    return nullptr;
 }
 
 bool is_weight_format(TensorType t) { return format_ops(t) != nullptr; }
+
+bool multi_dot_for_one_activation(TensorType w) {
+    const FormatOps* ops = format_ops(w);
+    return ops && ops->multi_for_one_activation;
+}
+
+bool multi_dot_blocks_rows(TensorType w) {
+    const FormatOps* ops = format_ops(w);
+    return ops && ops->multi_blocks_rows;
+}
 
 static const FormatOps& ops_or_fail(TensorType t) {
     const FormatOps* ops = format_ops(t);
@@ -84,6 +96,16 @@ DotFn dot_kernel(TensorType w, Isa isa) {
     for (int i = int(isa); i >= 0; --i)
         if (ops.dot[i] && isa_supported(Isa(i))) return ops.dot[i];
     fail("no dot kernel for {}", tensor_type_name(w));
+}
+
+MultiDotFn multi_dot_kernel(TensorType w, Isa isa) {
+    if (ggml_compat()) return nullptr;  // compat dots have their own order; callers loop
+    const FormatOps* ops = format_ops(w);
+    if (!ops) return nullptr;
+    // The ISA level dot_kernel(w, isa) resolves to: the multi kernel must match that one.
+    int level = int(isa);
+    while (level > 0 && !(ops->dot[level] && isa_supported(Isa(level)))) --level;
+    return ops->multi[level];
 }
 
 void matvec(TensorType w, int64_t rows, int64_t n, const void* W, const void* act, float* y,

@@ -16,7 +16,7 @@
 #include "model/deepseek4/model.h"
 #include "model/expert_source.h"
 #include "model/session.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {

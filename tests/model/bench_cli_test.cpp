@@ -18,7 +18,7 @@
 #include "gguf/reader.h"
 #include "model/deepseek4/config.h"
 #include "model/deepseek4/model.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {

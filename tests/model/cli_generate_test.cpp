@@ -18,8 +18,9 @@
 #include "chat/render.h"
 #include "model/deepseek4/model.h"
 #include "model/session.h"
+#include "support/tiny_model.h"
+#include "support/tool_run.h"
 #include "tokenizer/tokenizer.h"
-#include "tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {
@@ -50,9 +51,9 @@ protected:
     static void SetUpTestSuite() {
         dir_ = new oracle::TempDir;
         model_ = dir_->file("vocab-tiny.gguf");
-        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "--preset", "tiny",
-                                            "--real-vocab", "--type", "embd=q8_0", "--type",
-                                            "output=q8_0", "--seed", "3", "-o", model_});
+        auto args = oracle::kTinyQ8Io;
+        args.insert(args.end(), {"--seed", "3"});
+        const auto r = oracle::write_tiny_model(model_, args);
         ASSERT_EQ(r.exit_code, 0) << r.output;
     }
     static void TearDownTestSuite() {

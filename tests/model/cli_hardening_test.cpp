@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/thread_count.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "model/context_check.h"
 #include "model/deepseek4/model.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {

@@ -12,8 +12,9 @@
 #include "model/deepseek4/model.h"
 #include "gguf/reader.h"
 #include "sampling/sampler.h"
+#include "support/tiny_model.h"
+#include "support/tool_run.h"
 #include "tokenizer/tokenizer.h"
-#include "tool_run.h"
 
 namespace ds4::engine {
 namespace {
@@ -23,8 +24,7 @@ protected:
     static void SetUpTestSuite() {
         dir_ = new oracle::TempDir;
         const std::string p = dir_->file("tiny.gguf");
-        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "--preset", "tiny",
-                                            "--real-vocab", "--indexer-heads", "16", "-o", p});
+        const auto r = oracle::write_tiny_model(p, {"--indexer-heads", "16"});
         ASSERT_EQ(r.exit_code, 0) << r.output;
         model_ = deepseek4::Model::load(p, {.threads = 2}).release();
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file()).release();

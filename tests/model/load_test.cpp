@@ -14,7 +14,7 @@
 #include "gguf/writer.h"
 #include "model/deepseek4/model.h"
 #include "model/session.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {

@@ -11,8 +11,9 @@
 #include "chat/prompt_tokens.h"
 #include "chat/render.h"
 #include "gguf/reader.h"
+#include "support/tiny_model.h"
+#include "support/tool_run.h"
 #include "tokenizer/tokenizer.h"
-#include "tool_run.h"
 
 namespace ds4::chat {
 namespace {
@@ -22,8 +23,7 @@ const tokenizer::Tokenizer& vocab() {
     static std::unique_ptr<gguf::File> file;
     static std::unique_ptr<tokenizer::Tokenizer> tok = [] {
         const std::string p = dir.file("vocab.gguf");
-        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "--preset", "tiny",
-                                            "--real-vocab", "-o", p});
+        const auto r = oracle::write_tiny_model(p);
         EXPECT_EQ(r.exit_code, 0) << r.output;
         file = gguf::File::open(p);
         return tokenizer::Tokenizer::from_gguf(*file);

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "compare.h"
 #include "model/deepseek4/model.h"
 #include "model/session.h"
-#include "tool_run.h"
+#include "support/compare.h"
+#include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {

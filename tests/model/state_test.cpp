@@ -13,7 +13,7 @@
 #include "model/deepseek4/model.h"
 #include "model/session.h"
 #include "tokenizer/tokenizer.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {

@@ -5,7 +5,7 @@
 // conversations. The reference applies DS4's Think Max context gate and llama.cpp's tool-result
 // ordering outside the template, as our renderer does.
 #include "chat/render.h"
-#include "../unit/chat_case_util.h"
+#include "support/chat_case_util.h"
 
 #include <gtest/gtest.h>
 

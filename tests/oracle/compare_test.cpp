@@ -1,6 +1,6 @@
 // The logits comparison library on hand-made rows whose answers are worked out in the comments
 // (no oracle needed).
-#include "compare.h"
+#include "support/compare.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// The ggml compatibility kernels (quant/ggml_compat.h) against the oracle's own vec_dot: every
+// The ggml compatibility kernels (quant/ggml_compat/ggml_compat.h) against the oracle's own vec_dot: every
 // result bit-identical, for every weight format, on weights quantized by ggml and on random
 // blocks, activations converted by ggml, six value distributions and row lengths that cover
 // each kernel's main loop and all of its tails. The kernels reproduce the zen4 build of
@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "../unit/quant_test_data.h"
 #include "common/half.h"
-#include "ggml_ref.h"
-#include "quant/ggml_compat.h"
+#include "quant/ggml_compat/ggml_compat.h"
 #include "quant/quant.h"
+#include "support/ggml_ref.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant::testing {
 namespace {

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "compare.h"
 #include "model/deepseek4/model.h"
 #include "model/session.h"
-#include "route_dump.h"
-#include "tool_run.h"
+#include "support/compare.h"
+#include "support/route_dump.h"
+#include "support/tool_run.h"
 
 namespace ds4::oracle {
 namespace {

@@ -50,13 +50,13 @@
 #include <string>
 #include <vector>
 
-#include "compare.h"
-#include "ggml_ref.h"
 #include "model/deepseek4/model.h"
 #include "model/session.h"
 #include "quant/quant.h"
-#include "route_dump.h"
-#include "tool_run.h"
+#include "support/compare.h"
+#include "support/ggml_ref.h"
+#include "support/route_dump.h"
+#include "support/tool_run.h"
 
 namespace ds4::oracle {
 namespace {

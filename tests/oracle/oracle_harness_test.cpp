@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "compare.h"
-#include "route_dump.h"
-#include "tool_run.h"
+#include "support/compare.h"
+#include "support/route_dump.h"
+#include "support/tool_run.h"
 
 namespace ds4::oracle {
 namespace {

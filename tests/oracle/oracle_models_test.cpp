@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "compare.h"
-#include "tool_run.h"
+#include "support/compare.h"
+#include "support/tool_run.h"
 
 namespace ds4::oracle {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model/deepseek4/model.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::oracle {
 namespace {

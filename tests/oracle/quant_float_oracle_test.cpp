@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "quant_oracle_util.h"
+#include "support/quant_oracle_util.h"
 
 namespace ds4::quant {
 namespace {

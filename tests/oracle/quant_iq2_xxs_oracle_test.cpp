@@ -3,7 +3,7 @@
 // which requires an importance matrix for this format).
 #include <gtest/gtest.h>
 
-#include "kiq_oracle_checks.h"
+#include "support/kiq_oracle_checks.h"
 
 namespace ds4::kiq_test {
 namespace {

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "quant/blocks.h"
-#include "quant_oracle_util.h"
+#include "support/quant_oracle_util.h"
 
 namespace ds4::quant {
 namespace {

@@ -2,7 +2,7 @@
 // summation order, our quantizer's error no worse than 1.02 x ggml's (ggml_quantize_chunk).
 #include <gtest/gtest.h>
 
-#include "kiq_oracle_checks.h"
+#include "support/kiq_oracle_checks.h"
 
 namespace ds4::kiq_test {
 namespace {

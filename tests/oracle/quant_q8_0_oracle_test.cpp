@@ -7,7 +7,7 @@
 
 #include "common/half.h"
 #include "quant/blocks.h"
-#include "quant_oracle_util.h"
+#include "support/quant_oracle_util.h"
 
 namespace ds4::quant {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "quant/blocks.h"
-#include "quant_oracle_util.h"
+#include "support/quant_oracle_util.h"
 
 namespace ds4::quant {
 namespace {

@@ -1,7 +1,7 @@
 // Our block geometry table equals ggml's for every type both know.
 #include <gtest/gtest.h>
 
-#include "ggml_ref.h"
+#include "support/ggml_ref.h"
 
 namespace ds4 {
 

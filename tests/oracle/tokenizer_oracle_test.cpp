@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "support/tool_run.h"
 #include "tokenize/corpus.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
-#include "tool_run.h"
 
 namespace ds4 {
 namespace {

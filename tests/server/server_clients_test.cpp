@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "server_process.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::servertest {
 namespace {

@@ -12,7 +12,8 @@
 #include <thread>
 
 #include "common/error.h"
-#include "tool_run.h"
+#include "support/tiny_model.h"
+#include "support/tool_run.h"
 
 namespace ds4::servertest {
 namespace {
@@ -53,8 +54,7 @@ const std::string& tiny_model() {
         if (std::filesystem::exists(p)) return p;
         std::filesystem::create_directories(DS4_SERVER_TEST_DIR);
         const std::string tmp = fmt::format("{}.{}.tmp", p, getpid());
-        const auto r = oracle::run_command({gen, "-q", "--preset", "tiny", "--real-vocab", "--type",
-                                            "embd=q8_0", "--type", "output=q8_0", "-o", tmp});
+        const auto r = oracle::write_tiny_model(tmp, oracle::kTinyQ8Io);
         if (r.exit_code != 0) fail("ds4-gguf-gen failed: {}", r.output);
         std::filesystem::rename(tmp, p);
         return p;

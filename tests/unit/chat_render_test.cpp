@@ -4,8 +4,8 @@
 // deliberately follow the official encoder / DS4 instead of the template.
 #include "chat/markers.h"
 #include "chat/render.h"
-#include "chat_case_util.h"
 #include "common/error.h"
+#include "support/chat_case_util.h"
 
 #include <gtest/gtest.h>
 

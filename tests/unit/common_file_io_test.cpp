@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 #include "common/file_io.h"
-#include "gguf_test_util.h"
+#include "support/gguf_test_util.h"
 
 namespace ds4 {
 namespace {

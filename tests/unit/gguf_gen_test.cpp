@@ -13,10 +13,10 @@
 
 #include "common/error.h"
 #include "gguf/reader.h"
-#include "gguf_test_util.h"
 #include "model/deepseek4/config.h"
 #include "model/deepseek4/layout.h"
 #include "quant/quant.h"
+#include "support/gguf_test_util.h"
 
 namespace ds4 {
 namespace {

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "gguf/writer.h"
-#include "gguf_test_util.h"
+#include "support/gguf_test_util.h"
 
 namespace ds4::gguf {
 namespace {

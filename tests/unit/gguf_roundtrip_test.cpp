@@ -14,7 +14,7 @@
 #include "common/error.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
-#include "gguf_test_util.h"
+#include "support/gguf_test_util.h"
 
 namespace ds4::gguf {
 namespace {

@@ -9,8 +9,8 @@
 #include "common/error.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
-#include "gguf_test_util.h"
 #include "model/deepseek4/layout.h"
+#include "support/gguf_test_util.h"
 
 namespace ds4::deepseek4 {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "common/error.h"
 #include "common/half.h"
-#include "quant/float_formats.h"
+#include "quant/float/float_formats.h"
 #include "quant/quant.h"
-#include "quant_test_data.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant {
 namespace {

@@ -3,10 +3,10 @@
 // in tests/oracle/quant_iq2_xxs_oracle_test.cpp.
 #include <gtest/gtest.h>
 
-#include "kiq_test_util.h"
-#include "quant/formats.h"
-#include "quant/iq2_xxs.h"
-#include "quant/iq2_xxs_grid.h"
+#include "quant/activation/activation.h"
+#include "quant/iq2_xxs/iq2_xxs.h"
+#include "quant/iq2_xxs/iq2_xxs_grid.h"
+#include "support/kiq_test_util.h"
 
 namespace ds4::kiq_test {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/half.h"
-#include "quant/iq2_xxs_vbmi.h"
+#include "quant/iq2_xxs/iq2_xxs_vbmi.h"
 #include "quant/quant.h"
 
 namespace ds4::quant {

@@ -7,9 +7,9 @@
 
 #include "common/half.h"
 #include "quant/blocks.h"
-#include "quant/formats.h"
-#include "quant/mxfp4.h"
-#include "quant_test_data.h"
+#include "quant/activation/activation.h"
+#include "quant/mxfp4/mxfp4.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant {
 namespace {

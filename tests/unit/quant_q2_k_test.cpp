@@ -3,9 +3,9 @@
 // in tests/oracle/quant_q2_k_oracle_test.cpp.
 #include <gtest/gtest.h>
 
-#include "kiq_test_util.h"
-#include "quant/formats.h"
-#include "quant/q2_k.h"
+#include "quant/activation/activation.h"
+#include "quant/q2_k/q2_k.h"
+#include "support/kiq_test_util.h"
 
 namespace ds4::kiq_test {
 namespace {

@@ -3,9 +3,9 @@
 // in tests/oracle/quant_q4_k_oracle_test.cpp.
 #include <gtest/gtest.h>
 
-#include "kiq_test_util.h"
-#include "quant/formats.h"
-#include "quant/q4_k.h"
+#include "quant/activation/activation.h"
+#include "quant/q4_k/q4_k.h"
+#include "support/kiq_test_util.h"
 
 namespace ds4::kiq_test {
 namespace {

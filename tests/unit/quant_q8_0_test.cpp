@@ -9,9 +9,9 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "quant/blocks.h"
-#include "quant/formats.h"
-#include "quant/q8_0.h"
-#include "quant_test_data.h"
+#include "quant/activation/activation.h"
+#include "quant/q8_0/q8_0.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant {
 namespace {
@@ -120,7 +120,7 @@ TEST(QuantQ8_0, EveryIsaHasItsOwnKernel) {
     EXPECT_EQ(ops->dot[2], &avx512::dot_q8_0);
 }
 
-// Every kernel reproduces the scalar reference's arithmetic (q8_0.h): exact integer block
+// Every kernel reproduces the scalar reference's arithmetic (quant/q8_0/q8_0.h): exact integer block
 // sums, then one fused multiply-add per block in order. So SIMD equals scalar bit for bit, for
 // any number of blocks and on every distribution; a kernel that summed in another order
 // (pairs of blocks, lanes reduced at the end) or split the FMA fails this.

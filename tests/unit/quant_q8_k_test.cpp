@@ -1,4 +1,4 @@
-// The activation quantizers Q8_K and Q8_0 (formats.h): scale conventions, rounding, bsums.
+// The activation quantizers Q8_K and Q8_0 (activation/activation.h): scale conventions, rounding, bsums.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,9 +8,9 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "quant/blocks.h"
-#include "quant/formats.h"
+#include "quant/activation/activation.h"
 #include "quant/quant.h"
-#include "quant_test_data.h"
+#include "support/quant_test_data.h"
 
 namespace ds4::quant {
 namespace {

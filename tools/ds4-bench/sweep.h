@@ -19,7 +19,7 @@ struct SweepOptions {
     int32_t eos = -1;               // never chosen by the probe (-1: no EOS)
     // Untimed prefill of the first `warmup` ids (capped at the sequence and ctx) before the
     // walk, then Session::reset(): a process's first prefill otherwise also pays for faulting in
-    // its scratch buffers (docs/PERFORMANCE.md, "First prefill of a process").
+    // its scratch buffers (docs/PERFORMANCE_JOURNAL.md, "The first prefill of a process").
     int64_t warmup = 0;
     // Sequences in each decode probe (>= 1): the frontier's state is copied to all of them,
     // sequence i starts from the (i+1)-th best token (so their routes differ from the first

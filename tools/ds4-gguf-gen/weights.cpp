@@ -138,14 +138,11 @@ void generate_tensor(const deepseek4::TensorSpec& spec, TensorType type, const d
         });
         return;
     }
-    // IQ2_XXS's quantizer needs importance weights; all-ones = plain squared error.
-    const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
-    const float* importance = type == TensorType::IQ2_XXS ? ones.data() : nullptr;
     for_rows(pool, rows, grain, [&](int64_t b, int64_t e) {
         std::vector<float> buf(static_cast<size_t>(n));
         for (int64_t r = b; r < e; ++r) {
             generate_row(spec, init, seed, r, buf.data());
-            quant::quantize_row(type, buf.data(), data.data() + size_t(r) * rb, n, importance);
+            quant::quantize_row(type, buf.data(), data.data() + size_t(r) * rb, n);  // plain squared error
         }
     });
 }

@@ -1,0 +1,21 @@
+// The tiny real-vocabulary model the model, CLI and server tests run on: ds4-gguf-gen's tiny
+// preset with the real DeepSeek V4 vocabulary, tokenizer and chat template (random weights),
+// the same file `scripts/run-default.sh` writes as the default model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "support/tool_run.h"
+
+namespace ds4::oracle {
+
+// Extra generator flags of the CLI and server tests' variant: Q8_0 embedding and output, so
+// the 129k-row vocabulary tensors stay small.
+inline const std::vector<std::string> kTinyQ8Io = {"--type", "embd=q8_0", "--type", "output=q8_0"};
+
+// Runs `ds4-gguf-gen -q --preset tiny --real-vocab EXTRA... -o path` and returns its result
+// (exit code 0 on success, the generator's output otherwise).
+RunResult write_tiny_model(const std::string& path, const std::vector<std::string>& extra = {});
+
+}  // namespace ds4::oracle
