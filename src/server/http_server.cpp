@@ -16,7 +16,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kModelIds[] = {"deepseek-v4-flash", "deepseek-v4-pro"};
 
 bool anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
 

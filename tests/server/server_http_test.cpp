@@ -252,7 +252,7 @@ TEST(ServerCompletions, TextStreamedAndNot) {
 
 TEST(ServerAnthropic, StreamingThinkingAndToolUseEventSequence) {
     ServerProcess s({}, json::array({kToolCall}));
-    json req = {{"model", "claude-x"}, {"max_tokens", 200}, {"stream", true},
+    json req = {{"model", "deepseek-reasoner"}, {"max_tokens", 200}, {"stream", true},
                 {"system", json::array({{{"type", "text"}, {"text", "x-anthropic-billing-header: 1"}},
                                         {{"type", "text"}, {"text", "Be brief."}}})},
                 {"messages", {{{"role", "user"}, {"content", "weather?"}}}},
@@ -279,7 +279,7 @@ TEST(ServerAnthropic, StreamingThinkingAndToolUseEventSequence) {
         }
         names.push_back(e.event);
         if (e.event == "message_start") {
-            EXPECT_EQ(d["message"]["model"], "claude-x");
+            EXPECT_EQ(d["message"]["model"], "deepseek-reasoner");  // the alias asked for
             EXPECT_TRUE(d["message"]["content"].empty());
         }
         if (e.event == "content_block_start" && d["content_block"]["type"] == "tool_use") {

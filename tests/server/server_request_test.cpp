@@ -220,6 +220,112 @@ TEST(ServerRequest, RejectionsCarryStatusAndParam) {
               "tool_choice=required not supported");
 }
 
+RequestError rejection(Api api, std::string_view body) {
+    try {
+        parse_request(api, body);
+    } catch (const RequestError& e) {
+        return e;
+    }
+    ADD_FAILURE() << "accepted: " << body.substr(0, 200);
+    return RequestError(0, "");
+}
+
+// Issue 22 item 1: 100,000 levels of nesting used to overflow the stack in the JSON library's
+// recursive copy; the depth is bounded before parsing.
+TEST(ServerRequestLimits, DeepNestingIsRefusedBeforeParsing) {
+    const size_t deep = 100000;
+    const std::string body = R"({"messages":[{"role":"user","content":"x"}],"a":)" + std::string(deep, '[') +
+                             std::string(deep, ']') + "}";
+    for (Api api : {Api::Chat, Api::Completions, Api::Messages, Api::Responses}) {
+        const RequestError e = rejection(api, body);
+        EXPECT_EQ(e.status, 400);
+        EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos) << e.what();
+    }
+    // Exactly at the limit is fine (the body object is level 1).
+    const std::string at_limit = R"({"messages":[{"role":"user","content":"x"}],"a":)" +
+                                 std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']') + "}";
+    EXPECT_NO_THROW(parse_request(Api::Chat, at_limit));
+    EXPECT_EQ(rejection(Api::Chat, "{\"a\":" + std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']') + "}").status,
+              400);
+    // Brackets inside strings (escaped quotes included) are text, not nesting.
+    EXPECT_TRUE(json_depth_within(R"({"a":"[[[[\"[[[[","b":[1]})", 2));
+    EXPECT_FALSE(json_depth_within(R"({"a":"x\\","b":[[1]]})", 2));
+    EXPECT_TRUE(json_depth_within("[[]][[]]", 2));
+}
+
+// Issue 22 item 7: a parse error used to echo the whole bad input (20 MB in, 20 MB out).
+TEST(ServerRequestLimits, ErrorMessagesQuoteAFewHundredBytesAtMost) {
+    const std::string big(2 << 20, 'x');
+    const std::vector<std::string> bodies = {
+        "{\"messages\": \"" + big,                                               // unterminated string
+        "{\"messages\": " + big + "}",                                           // bad literal
+        R"({"messages":[{"role":")" + big + R"(","content":"x"}]})",             // unknown role
+        R"({"messages":[{"content":"x"}],"reasoning_effort":")" + big + "\"}",  // unknown effort
+        R"({"model":")" + big + R"(","messages":[{"content":"x"}]})",           // unknown model
+    };
+    for (const auto& b : bodies) {
+        const RequestError e = rejection(Api::Chat, b);
+        EXPECT_GE(e.status, 400);
+        EXPECT_LE(std::string(e.what()).size(), 4 * kMaxEchoBytes + 32) << std::string(e.what()).substr(0, 300);
+    }
+    // Cut at a UTF-8 boundary, with the full size said.
+    const std::string euro = "\xe2\x82\xac";  // 3 bytes
+    std::string text;
+    for (int i = 0; i < 10; ++i) text += euro;
+    EXPECT_EQ(cap_text(text, 7), euro + euro + "... (30 bytes)");
+    EXPECT_EQ(cap_text("short", 7), "short");
+}
+
+// Issue 22 item 19: an unknown model used to be served (200); the docs promise 404.
+TEST(ServerRequestLimits, UnknownModelIs404InEveryApiAliasesAreAccepted) {
+    const std::vector<std::pair<Api, json>> bodies = {
+        {Api::Chat, chat_body()},
+        {Api::Completions, {{"prompt", "x"}}},
+        {Api::Messages, chat_body()},
+        {Api::Responses, {{"input", "x"}}}};
+    for (const auto& [api, body] : bodies) {
+        json b = body;
+        b["model"] = "gpt-4o";
+        const RequestError e = rejection(api, b.dump());
+        EXPECT_EQ(e.status, 404) << to_string(api);
+        EXPECT_EQ(e.param, "model");
+        EXPECT_EQ(e.code, "model_not_found");
+        EXPECT_NE(std::string(e.what()).find("'gpt-4o' not found"), std::string::npos);
+        for (const char* ok : {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner", ""}) {
+            b["model"] = ok;
+            EXPECT_NO_THROW(parse(api, b)) << ok;
+        }
+        b.erase("model");
+        EXPECT_NO_THROW(parse(api, b));
+    }
+}
+
+// Issue 22 item 19: a tool whose schema is not an object (`parameters: 5`) used to be accepted
+// and rendered into the prompt.
+TEST(ServerRequestLimits, ToolSchemasMustBeObjects) {
+    const json bad_chat = chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", 5}}}}}}});
+    const json bad_bare = chat_body({{"tools", {{{"name", "f"}, {"parameters", "{}"}}}}});
+    const json bad_desc = chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"description", 5}}}}}}});
+    const json bad_anthropic = chat_body({{"tools", {{{"name", "f"}, {"input_schema", 5}}}}});
+    const json bad_responses = {{"input", "x"}, {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", json::array()}}}}};
+    const json bad_namespace = {{"input", "x"}, {"tools", {{{"type", "namespace"}, {"name", "n"},
+                                                           {"tools", {{{"name", "g"}, {"parameters", true}}}}}}}};
+    for (const auto& [api, body] : std::vector<std::pair<Api, json>>{{Api::Chat, bad_chat},
+                                                                     {Api::Chat, bad_bare},
+                                                                     {Api::Chat, bad_desc},
+                                                                     {Api::Messages, bad_anthropic},
+                                                                     {Api::Responses, bad_responses},
+                                                                     {Api::Responses, bad_namespace}}) {
+        const RequestError e = rejection(api, body.dump());
+        EXPECT_EQ(e.status, 400) << body;
+        EXPECT_EQ(e.param, "tools") << body;
+    }
+    // No schema, or null, is still fine.
+    EXPECT_NO_THROW(parse(Api::Chat, chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}})));
+    EXPECT_NO_THROW(parse(Api::Chat, chat_body({{"tools", {{{"type", "function"},
+                                                            {"function", {{"name", "f"}, {"parameters", nullptr}}}}}}})));
+}
+
 TEST(ServerStopScanner, HoldsBackPartialStopsAndCutsAtTheFirst) {
     StopScanner s({"END", "XY"});
     std::string out = s.feed("abcE");
