@@ -326,6 +326,41 @@ TEST(ServerRequestLimits, ToolSchemasMustBeObjects) {
                                                             {"function", {{"name", "f"}, {"parameters", nullptr}}}}}}})));
 }
 
+// Issue 22 item 13: the Anthropic writer used to report a failed generation as end_turn.
+TEST(ServerAnthropicWriter, AFailureIsAnErrorEventOrAnErrorStatus) {
+    const Request r = parse(Api::Messages, chat_body());
+    FinishInfo f;
+    f.reason = Finish::Error;
+    f.error = "shutdown requested";
+    f.error_status = 503;
+    using K = chat::OutputEvent::Kind;
+    for (bool stream : {true, false}) {
+        Request rs = r;
+        rs.stream = stream;
+        auto w = make_writer(rs, {.model = "m", .seq = 1, .created = 0});
+        std::string out;
+        w->begin({}, out);
+        w->event({K::Content, "partial", 0}, out);
+        w->finish(f, out);
+        if (stream) {
+            EXPECT_EQ(w->status(f), 200);  // the status line went out long ago
+            EXPECT_NE(out.find("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\","
+                               "\"message\":\"shutdown requested\"}}"), std::string::npos) << out;
+            EXPECT_EQ(out.find("message_stop"), std::string::npos) << out;
+            EXPECT_EQ(out.find("end_turn"), std::string::npos) << out;
+        } else {
+            EXPECT_EQ(w->status(f), 503);
+            const json body = json::parse(out);
+            EXPECT_EQ(body["type"], "error");
+            EXPECT_EQ(body["error"]["message"], "shutdown requested");
+        }
+    }
+    // A normal end is still 200 / message_stop.
+    FinishInfo ok;
+    auto w = make_writer(r, {.model = "m", .seq = 1, .created = 0});
+    EXPECT_EQ(w->status(ok), 200);
+}
+
 TEST(ServerStopScanner, HoldsBackPartialStopsAndCutsAtTheFirst) {
     StopScanner s({"END", "XY"});
     std::string out = s.feed("abcE");
