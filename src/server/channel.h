@@ -42,13 +42,6 @@ public:
         buf_.clear();
         return !(closed_ && out.empty());
     }
-    // Waits for close(); returns everything pushed and the status.
-    std::string wait_all(int& status) {
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return closed_; });
-        status = status_;
-        return std::move(buf_);
-    }
     // Waits up to `wait` for close(); once closed, moves everything pushed to `body`, the
     // status to `status` and returns true.
     bool wait_all_for(std::string& body, int& status, std::chrono::milliseconds wait) {

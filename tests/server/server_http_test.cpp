@@ -414,7 +414,7 @@ TEST(ServerErrors, StatusCodesAndShapes) {
                  "forced tool_choice not supported");
     openai_error(post(u + "/v1/responses", {{"input", {{{"type", "function_call"}, {"status", "in_progress"}}}}}),
                  400, "status");
-    openai_error(http("POST", u + "/v1/chat/completions", std::string(200000, ' ')), 400, "bad HTTP request");
+    openai_error(http("POST", u + "/v1/chat/completions", std::string(200000, ' ')), 413, "request body too large");
 
     // Context exceeded: OpenAI shape with code, param and the counts.
     const std::string long_text = std::string(400, 'a') + " b c d e f g h i j k l m n o p q r s t u v w x y z";
