@@ -48,7 +48,7 @@ HttpRequestReader::HttpRequestReader(const HttpLimits& limits)
     auto& p = parser_->p;
     p.header_limit(std::uint32_t(std::min<size_t>(limits_.max_header_bytes, UINT32_MAX)));
     p.body_limit(std::uint64_t(limits_.max_body));  // counts chunked bodies chunk by chunk
-    p.eager(true);
+    p.eager(false);  // stop at the end of the header, so its size is known exactly
 }
 
 HttpRequestReader::~HttpRequestReader() = default;
@@ -109,25 +109,40 @@ HttpRequestReader::State HttpRequestReader::feed(std::string_view bytes) {
     if (head_.size() < 512) head_.append(bytes.substr(0, 512 - head_.size()));
     pending_.append(bytes);
     auto& p = parser_->p;
-    while (!pending_.empty()) {
+    size_t pos = 0;  // consumed bytes of pending_ (erased once, at the end: no quadratic copying)
+    auto consumed = [&] {
+        pending_.erase(0, pos);
+        return state_;
+    };
+    while (pos < pending_.size()) {
+        // Beast bounds the header section, but not a chunk-size line or the trailer, so in the
+        // body it sees at most max_header_bytes at a time: an element that does not fit is
+        // refused, the same whether the bytes arrived at once or one by one.
+        const size_t avail = pending_.size() - pos;
+        const size_t window = state_ == State::Body ? std::min(avail, limits_.max_header_bytes) : avail;
         boost::system::error_code ec;
-        const size_t used = p.put(boost::asio::const_buffer(pending_.data(), pending_.size()), ec);
-        pending_.erase(0, used);
+        const size_t used = p.put(boost::asio::const_buffer(pending_.data() + pos, window), ec);
+        pos += used;
+        if (state_ == State::Headers) header_bytes_ += used;
         if (ec == http::error::need_more) {
-            // Beast bounds the header section, but not a chunk-size line or the trailer:
-            // neither has any business being longer than a header.
-            if (state_ == State::Body && pending_.size() > limits_.max_header_bytes)
-                return fail(400, "bad HTTP request: chunk header or trailer too long");
+            if (state_ == State::Body && avail >= limits_.max_header_bytes)
+                return fail(400, fmt::format("bad HTTP request: a chunk-size line or the trailer is longer than {} bytes",
+                                             limits_.max_header_bytes));
             break;
         }
-        if (ec == http::error::header_limit)
+        // Beast applies its header limit to the start line and to the fields separately; the
+        // limit here is on the whole header, however it arrives.
+        if (ec == http::error::header_limit || (state_ == State::Headers && header_bytes_ > limits_.max_header_bytes))
             return fail(431, fmt::format("request header too large (the limit is {} bytes)",
                                          limits_.max_header_bytes));
         if (ec == http::error::body_limit)
             return fail(413, fmt::format("request body too large (the limit is {} bytes, --max-body)",
                                          limits_.max_body));
         if (ec) return fail(400, "bad HTTP request: " + ec.message());
-        if (state_ == State::Headers && p.is_header_done() && header_done() == State::Failed) return state_;
+        if (state_ == State::Headers && p.is_header_done()) {
+            if (header_done() == State::Failed) return state_;
+            p.eager(true);  // the body: as much as has arrived per call
+        }
         if (p.is_done()) {
             take_body();
             pending_.clear();
@@ -135,7 +150,7 @@ HttpRequestReader::State HttpRequestReader::feed(std::string_view bytes) {
         }
         if (used == 0) break;
     }
-    return state_;
+    return consumed();
 }
 
 HttpRequestReader::State HttpRequestReader::eof() {

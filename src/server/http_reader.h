@@ -76,6 +76,7 @@ private:
     std::unique_ptr<Parser> parser_;
     std::string pending_;  // received bytes the parser has not consumed yet
     std::string head_;     // the first bytes seen (for path_hint)
+    size_t header_bytes_ = 0;
     HttpRequest request_;
     State state_ = State::Headers;
     bool expects_continue_ = false;

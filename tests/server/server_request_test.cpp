@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/generation.h"
+#include "server/http_reader.h"
 #include "server/ids.h"
 #include "server/request.h"
 #include "server/writer.h"
@@ -359,6 +360,77 @@ TEST(ServerAnthropicWriter, AFailureIsAnErrorEventOrAnErrorStatus) {
     FinishInfo ok;
     auto w = make_writer(r, {.model = "m", .seq = 1, .created = 0});
     EXPECT_EQ(w->status(ok), 200);
+}
+
+// The HTTP request reader (issue 22 items 6, 20): limits hold however the bytes arrive.
+struct ReadResult {
+    HttpRequestReader::State state;
+    int status;
+    std::string body;
+};
+ReadResult read_request(const HttpLimits& limits, const std::string& bytes, size_t piece) {
+    HttpRequestReader r(limits);
+    for (size_t at = 0; at < bytes.size() && r.state() != HttpRequestReader::State::Done &&
+                        r.state() != HttpRequestReader::State::Failed;
+         at += piece)
+        r.feed(std::string_view(bytes).substr(at, piece));
+    return {r.state(), r.error_status(), r.state() == HttpRequestReader::State::Done ? r.request().body : ""};
+}
+
+TEST(ServerHttpReader, LimitsHoldWholeAndBytewise) {
+    using S = HttpRequestReader::State;
+    const HttpLimits limits{.max_header_bytes = 200, .max_header_fields = 5, .max_body = 100};
+    auto both = [&](const std::string& bytes, S state, int status, const std::string& body = {}) {
+        for (size_t piece : {bytes.size(), size_t(1), size_t(7)}) {
+            const ReadResult r = read_request(limits, bytes, piece);
+            EXPECT_EQ(r.state, state) << piece << ": " << bytes.substr(0, 80);
+            EXPECT_EQ(r.status, status) << piece << ": " << bytes.substr(0, 80);
+            EXPECT_EQ(r.body, body) << piece;
+        }
+    };
+    // A header of exactly 200 bytes passes; 201 does not (start line and fields together).
+    const std::string start = "GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ";
+    const std::string tail = "\r\n\r\n";
+    const std::string exact = start + std::string(200 - start.size() - tail.size(), 'a') + tail;
+    ASSERT_EQ(exact.size(), 200u);
+    both(exact, S::Done, 0);
+    both(start + std::string(201 - start.size() - tail.size(), 'a') + tail, S::Failed, 431);
+    // A long request line with short fields is still counted whole.
+    both("GET /" + std::string(150, 'p') + " HTTP/1.1\r\nHost: x\r\nX-A: " + std::string(40, 'b') + "\r\n\r\n",
+         S::Failed, 431);
+    // Field count.
+    both("GET / HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\n\r\n", S::Done, 0);
+    both("GET / HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\nF: 1\r\n\r\n", S::Failed, 431);
+    // Bodies: Content-Length and chunked, at and over the limit.
+    const std::string post = "POST /v1/messages HTTP/1.1\r\nHost: x\r\n";
+    both(post + "Content-Length: 100\r\n\r\n" + std::string(100, 'z'), S::Done, 0, std::string(100, 'z'));
+    both(post + "Content-Length: 101\r\n\r\n", S::Failed, 413);
+    both(post + "Transfer-Encoding: chunked\r\n\r\n32\r\n" + std::string(50, 'c') + "\r\n32\r\n" + std::string(50, 'd') +
+             "\r\n0\r\n\r\n",
+         S::Done, 0, std::string(50, 'c') + std::string(50, 'd'));
+    both(post + "Transfer-Encoding: chunked\r\n\r\n32\r\n" + std::string(50, 'c') + "\r\n33\r\n" + std::string(51, 'd') +
+             "\r\n0\r\n\r\n",
+         S::Failed, 413);
+    both(post + "Transfer-Encoding: chunked\r\n\r\n1;" + std::string(300, 'e') + "\r\nx\r\n0\r\n\r\n", S::Failed, 400);
+    // No framing on a method with a body: 411 as soon as the header is in.
+    for (const char* m : {"POST", "PUT", "PATCH"}) both(std::string(m) + " /v1/messages HTTP/1.1\r\nHost: x\r\n\r\n", S::Failed, 411);
+    both("GET /health HTTP/1.1\r\nHost: x\r\n\r\n", S::Done, 0);
+    both("garbage\r\n\r\n", S::Failed, 400);
+
+    HttpRequestReader r(limits);
+    EXPECT_EQ(r.feed(post + "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n"), S::Body);
+    EXPECT_TRUE(r.expects_continue());
+    EXPECT_EQ(r.request().path, "/v1/messages");
+    EXPECT_EQ(r.request().header("expect"), "100-continue");
+    EXPECT_EQ(r.feed("{}"), S::Done);
+    HttpRequestReader cut(limits);
+    cut.feed(post + "Content-Length: 5\r\n\r\nab");
+    EXPECT_EQ(cut.eof(), S::Failed);
+    EXPECT_EQ(cut.error_status(), 400);
+    HttpRequestReader hint(limits);
+    hint.feed("POST /v1/messages?beta=true HTTP/1.1\r\nX: " + std::string(300, 'x'));
+    EXPECT_EQ(hint.state(), S::Failed);
+    EXPECT_EQ(hint.path_hint(), "/v1/messages");  // the error goes out in the Anthropic shape
 }
 
 TEST(ServerStopScanner, HoldsBackPartialStopsAndCutsAtTheFirst) {
