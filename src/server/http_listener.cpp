@@ -71,7 +71,8 @@ void send_now(int fd, std::string_view bytes) {
 }
 
 constexpr int kMaxRefusing = 64;           // over-cap connections being told 503 at once
-constexpr double kDrainSeconds = 2;        // reading what a client still sends after our answer
+constexpr double kDrainSeconds = 2;        // reading what a client still sends after our answer,
+constexpr size_t kDrainBytes = 1 << 20;    // for this long or this much at most
 constexpr size_t kRecvChunk = 256 * 1024;
 
 }  // namespace
@@ -161,6 +162,7 @@ struct HttpListener::Conn {
     bool headers_checked = false;
     std::string out;
     size_t out_pos = 0;
+    size_t drained = 0;
 };
 
 HttpListener::HttpListener(ListenerOptions options, Handlers handlers)
@@ -360,7 +362,8 @@ void HttpListener::on_readable(Conn& c) {
     const ssize_t n = ::recv(c.fd, buf.data(), buf.size(), 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     if (c.phase == Conn::Phase::Draining) {
-        if (n <= 0) close_conn(c);  // the client read our answer and closed
+        c.drained += size_t(std::max<ssize_t>(n, 0));
+        if (n <= 0 || c.drained > kDrainBytes) close_conn(c);  // the client closed, or sends on regardless
         return;
     }
     if (n <= 0) {
