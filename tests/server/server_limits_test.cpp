@@ -338,6 +338,19 @@ TEST(ServerSecurity, NonLoopbackHostWithoutApiKeyWarns) {
     EXPECT_EQ(loopback.log().find("WARNING"), std::string::npos) << loopback.log();
 }
 
+TEST(ServerFlags, TimeoutsAreFiniteSecondsInRange) {
+    const std::string bin = oracle::binary("ds4-server");
+    for (const char* flag : {"--header-timeout", "--body-timeout", "--request-timeout"})
+        for (const char* value : {"nan", "inf", "-1", "1e400", "5x", ""}) {
+            const auto r = oracle::run_command({"timeout", "60", bin, "-m", "/nonexistent", flag, value});
+            EXPECT_NE(r.exit_code, 0) << flag << " " << value;
+            EXPECT_NE(r.output.find("is not a number of seconds from"), std::string::npos) << flag << " " << value
+                                                                                           << ": " << r.output;
+        }
+    const auto ok = oracle::run_command({"timeout", "60", bin, "-m", "/nonexistent", "--request-timeout", "0.5"});
+    EXPECT_NE(ok.output.find("/nonexistent"), std::string::npos) << ok.output;  // got past the flags
+}
+
 // Item 19 over HTTP: unknown model 404 in each API's shape, aliases and listed ids served.
 TEST(ServerErrorsMore, UnknownModelAndBadToolSchema) {
     ServerProcess s;

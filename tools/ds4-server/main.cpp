@@ -2,6 +2,7 @@
 // One model, one live session; requests queue for it (src/server/scheduler.h).
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -29,6 +30,24 @@ struct Options {
     ds4::server::ServerOptions server;
     std::string force_output;
 };
+
+// Seconds in [lo, hi], said in plain numbers; CLI::Range would let "nan" through.
+CLI::Validator seconds_in(double lo, double hi) {
+    return CLI::Validator(
+        [lo, hi](std::string& text) -> std::string {
+            double v = 0;
+            size_t used = 0;
+            try {
+                v = std::stod(text, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used == 0 || used != text.size() || !std::isfinite(v) || v < lo || v > hi)
+                return fmt::format("'{}' is not a number of seconds from {} to {}", text, lo, hi);
+            return {};
+        },
+        fmt::format("SECONDS in [{} - {}]", lo, hi));
+}
 
 // Signals only set a flag; a watcher thread does the (non-async-signal-safe) shutdown.
 std::atomic<int> g_signal{0};
@@ -129,16 +148,16 @@ int main(int argc, char** argv) {
     app.add_option("--request-timeout", o.server.request_timeout_s,
                    "Wall-clock limit of a generation request in seconds (default 0: none); the "
                    "request ends with an error")
-        ->check(CLI::Range(0.0, 1e7))->option_text("S")->group("HTTP limits");
+        ->check(seconds_in(0, 1e6))->option_text("S")->group("HTTP limits");
     app.add_option("--max-body", o.server.max_body,
                    "Largest request body in bytes, chunked or not (default 67108864)")
         ->check(CLI::Range(size_t(1), size_t(1) << 40))->group("HTTP limits");
     app.add_option("--header-timeout", o.server.header_timeout_s,
                    "Seconds a client has to send the request header (default 10)")
-        ->check(CLI::Range(0.1, 3600.0))->option_text("S")->group("HTTP limits");
+        ->check(seconds_in(0.1, 3600))->option_text("S")->group("HTTP limits");
     app.add_option("--body-timeout", o.server.body_timeout_s,
                    "Seconds a client has to send the body after the header (default 60)")
-        ->check(CLI::Range(0.1, 86400.0))->option_text("S")->group("HTTP limits");
+        ->check(seconds_in(0.1, 86400))->option_text("S")->group("HTTP limits");
     app.add_option("--max-connections", o.server.max_connections,
                    "Open connections, all clients together (default 256)")
         ->check(CLI::Range(1, 100000))->group("HTTP limits");
