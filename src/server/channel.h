@@ -42,12 +42,14 @@ public:
         buf_.clear();
         return !(closed_ && out.empty());
     }
-    // Waits for close(); returns everything pushed and the status.
-    std::string wait_all(int& status) {
+    // Waits up to `wait` for close(); once closed, moves everything pushed to `body`, the
+    // status to `status` and returns true.
+    bool wait_all_for(std::string& body, int& status, std::chrono::milliseconds wait) {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return closed_; });
+        if (!cv_.wait_for(lock, wait, [&] { return closed_; })) return false;
         status = status_;
-        return std::move(buf_);
+        body = std::move(buf_);
+        return true;
     }
     bool closed() const {
         std::lock_guard lock(mutex_);
@@ -56,6 +58,16 @@ public:
 
     std::atomic<bool> cancel{false};      // the client is gone (or the server stops)
     std::atomic<bool> shutdown{false};    // cancel came from shutdown, not from the client
+    std::atomic<bool> timed_out{false};   // cancel came from --request-timeout
+
+    // Why the job was cancelled, as reported to the client, and the HTTP status for a
+    // non-streaming answer that has to say it in its status.
+    std::string cancel_reason() const {
+        if (shutdown) return "shutdown requested";
+        if (timed_out) return "request timeout (--request-timeout)";
+        return "client gone";
+    }
+    int cancel_status() const { return shutdown ? 503 : timed_out ? 504 : 500; }
 
 private:
     mutable std::mutex mutex_;

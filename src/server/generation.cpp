@@ -55,7 +55,8 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
     ApiWriter& w = *job.writer;
     const bool stream = job.request.stream;
     std::string out;
-    auto fail_job = [&](const std::string& message) {
+    auto fail_job = [&](const std::string& message, int status = 500) {
+        std::fprintf(stderr, "ds4-server: %s failed: %s\n", to_string(job.request.api), message.c_str());
         if (stream) {
             out.clear();
             w.error_event(message, out);
@@ -63,12 +64,12 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
             ch.close();
         } else {
             ch.push(job.request.api == Api::Messages ? anthropic_error_body(message, "api_error")
-                                                     : openai_error_body(message, "http_error"));
-            ch.close(500);
+                                                     : openai_error_body(message, status == 503 ? "server_error" : "http_error"));
+            ch.close(status);
         }
     };
-    if (ch.cancel) {  // the client left (or the server stops) while the job was queued
-        fail_job(ch.shutdown ? "shutdown requested" : "client stream write failed");
+    if (ch.cancel) {  // the client left (or the server stops, or time ran out) while queued
+        fail_job(ch.cancel_reason(), ch.cancel_status());
         return;
     }
 
@@ -90,7 +91,7 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
         return;
     }
     if (sync.cancelled) {
-        fail_job(ch.shutdown ? "shutdown requested" : "stream closed during prefill");
+        fail_job(ch.cancel_reason() + " during prefill", ch.cancel_status());
         return;
     }
     Usage usage{.prompt = int64_t(job.prompt.size()), .cached = sync.reused, .written = sync.evaluated};
@@ -151,7 +152,8 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
     f.stop_sequence = stops.hit() ? stops.stop() : std::string();
     if (gen.reason == engine::StopReason::Cancelled) {
         f.reason = Finish::Error;
-        f.error = ch.shutdown ? "shutdown requested" : "client stream write failed";
+        f.error = ch.cancel_reason();
+        f.error_status = ch.cancel_status();
     } else if (parser.block_closed() && !parser.malformed() && !f.parsed.tool_calls.empty()) {
         f.reason = Finish::ToolCalls;
     } else if (parser.unterminated()) {
@@ -167,7 +169,7 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
     if (gen.seconds > 0) metrics.last_decode_tps_milli = int64_t(1000.0 * double(gen.emitted) / gen.seconds);
     w.finish(f, out);
     ch.push(std::move(out));
-    ch.close();
+    ch.close(w.status(f));
     // One line per request for the operator (stderr).
     std::fprintf(stderr,
                  "ds4-server: %s prompt=%lld cached=%lld prefill=%.1f t/s gen=%lld tokens %.1f t/s "

@@ -1,8 +1,7 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -16,25 +15,56 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kModelIds[] = {"deepseek-v4-flash", "deepseek-v4-pro"};
+using Clock = std::chrono::steady_clock;
 
 bool anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
 
 // The API-shaped error body of §4.10 for `path`.
-void send_error(httplib::Response& res, const std::string& path, int status, const std::string& message,
-                const std::string& param = {}, const std::string& code = {}) {
-    res.status = status;
+std::string error_body(const std::string& path, int status, const std::string& message,
+                       const std::string& param, const std::string& code) {
     if (anthropic_path(path)) {
         const char* type = status == 401   ? "authentication_error"
+                           : status == 403 ? "permission_error"
                            : status == 404 ? "not_found_error"
+                           : status == 413 ? "request_too_large"
                            : status >= 500 ? "api_error"
                                            : "invalid_request_error";
-        res.set_content(anthropic_error_body(message, type), "application/json");
-    } else {
-        const char* type = status >= 500 ? (status == 503 ? "server_error" : "http_error") : "invalid_request_error";
-        res.set_content(openai_error_body(message, type, param, code), "application/json");
+        return anthropic_error_body(message, type);
     }
+    const char* type = status >= 500 ? (status == 503 ? "server_error" : "http_error") : "invalid_request_error";
+    return openai_error_body(message, type, param, code);
 }
+
+std::string lower(std::string s) {
+    for (char& c : s)
+        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+    return s;
+}
+
+// The media type of a Content-Type value, without parameters, in lower case.
+std::string media_type(const std::string& content_type) {
+    std::string t = lower(content_type.substr(0, content_type.find(';')));
+    const size_t a = t.find_first_not_of(" \t"), b = t.find_last_not_of(" \t");
+    return a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
+}
+
+std::optional<Api> api_of(const std::string& path) {
+    if (path == "/v1/chat/completions") return Api::Chat;
+    if (path == "/v1/completions") return Api::Completions;
+    if (path == "/v1/messages") return Api::Messages;
+    if (path == "/v1/responses") return Api::Responses;
+    return std::nullopt;
+}
+
+constexpr const char* kModelsPrefix = "/v1/models/";
+
+bool get_route(const std::string& path) {
+    if (path == "/health" || path == "/metrics" || path == "/v1/models") return true;
+    return path.rfind(kModelsPrefix, 0) == 0 && path.size() > std::strlen(kModelsPrefix) &&
+           path.find('/', std::strlen(kModelsPrefix)) == std::string::npos;
+}
+
+bool post_route(const std::string& path) { return api_of(path) || path == "/v1/messages/count_tokens"; }
 
 // Constant-time comparison: the key must not leak through response timing.
 bool same_secret(const std::string& a, const std::string& b) {
@@ -63,237 +93,265 @@ uint64_t fresh_seed() {
 }  // namespace
 
 HttpServer::HttpServer(engine::Engine& engine, ServerOptions options, std::unique_ptr<ForcedOutputs> forced)
-    : engine_(engine), options_(std::move(options)), forced_(std::move(forced)),
-      scheduler_(engine, metrics_), http_(std::make_unique<httplib::Server>()) {
-    const int threads = std::max(2, options_.http_threads);
-    http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    http_->set_payload_max_length(options_.max_body);
-    http_->set_keep_alive_max_count(1);  // every response says Connection: close (§4.1)
-    http_->set_read_timeout(10, 0);
-    http_->set_write_timeout(10, 0);
-    routes();
+    : engine_(engine), options_(std::move(options)), forced_(std::move(forced)), scheduler_(engine, metrics_) {
+    hosts_.bound = options_.host == "localhost" ? "127.0.0.1" : options_.host;
+    hosts_.allowed = options_.allowed_hosts;
+    ListenerOptions lo;
+    lo.host = options_.host;
+    lo.port = options_.port;
+    lo.limits.max_body = options_.max_body;
+    lo.header_timeout_s = options_.header_timeout_s;
+    lo.body_timeout_s = options_.body_timeout_s;
+    lo.max_connections = options_.max_connections;
+    lo.max_client_connections = options_.max_client_connections;
+    lo.max_handlers = std::max(1, options_.http_threads);
+    HttpListener::Handlers h;
+    h.on_headers = [this](const HttpRequest& r) { return on_headers(r); };
+    h.on_request = [this](const HttpRequest& r) { return on_request(r); };
+    h.on_thread = [this](const HttpRequest& r, HttpExchange& ex) { on_thread(r, ex); };
+    h.error = [this](const std::string& path, int status, const std::string& message) {
+        return error(path, status, message);
+    };
+    listener_ = std::make_unique<HttpListener>(std::move(lo), std::move(h));
 }
 
 HttpServer::~HttpServer() { stop(); }
 
-int HttpServer::bind() {
-    const std::string host = options_.host == "localhost" ? "127.0.0.1" : options_.host;
-    int port;
-    if (options_.port == 0) {
-        port = http_->bind_to_any_port(host);
-    } else {
-        port = http_->bind_to_port(host, options_.port) ? options_.port : -1;
-    }
-    if (port <= 0) fail("cannot listen on {}:{} (address in use or not local?)", host, options_.port);
-    return port;
-}
+int HttpServer::bind() { return listener_->bind(); }
 
 void HttpServer::run() {
-    if (!stopping_) http_->listen_after_bind();
+    if (!stopping_) listener_->run();
 }
 
 void HttpServer::stop() {
-    if (stopping_.exchange(true)) return;
-    scheduler_.shutdown();  // running and queued jobs end with their last events queued
-    // Their connections finish writing those events (up to 5 s) before the sockets close:
-    // stopping at once could cut a stream before its error event and [DONE].
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    http_->stop();
+    if (!stopping_.exchange(true)) scheduler_.shutdown();  // jobs end with their last events queued
+    // Their connections get up to 5 s to send those events (stopping at once could cut a
+    // stream before its error event and [DONE]); then the rest are cut and the listener closes.
+    listener_->stop(5.0);
 }
 
-void HttpServer::routes() {
-    auto& s = *http_;
-    const bool cors = options_.cors;
+HttpResponse HttpServer::json(std::string body, int status) const {
+    HttpResponse r;
+    r.status = status;
+    r.body = std::move(body);
+    if (options_.cors) {
+        r.headers = {{"Access-Control-Allow-Origin", "*"},
+                     {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                     {"Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version"}};
+    }
+    return r;
+}
 
-    s.set_pre_routing_handler([this, cors](const httplib::Request& req, httplib::Response& res) {
-        if (cors) {
-            res.set_header("Access-Control-Allow-Origin", "*");
-            res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-            res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
-        }
-        if (req.method == "OPTIONS") {
-            res.status = 204;
-            return httplib::Server::HandlerResponse::Handled;
-        }
-        if (!options_.api_key.empty() && req.path != "/health") {
-            std::string given = req.get_header_value("x-api-key");
-            const std::string auth = req.get_header_value("Authorization");
-            if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
-            if (!same_secret(given, options_.api_key)) {
-                ++metrics_.errors;
-                send_error(res, req.path, 401, "invalid or missing API key", {}, "invalid_api_key");
-                return httplib::Server::HandlerResponse::Handled;
-            }
-        }
-        if (stopping_ && req.path != "/health" && req.path != "/metrics") {
-            send_error(res, req.path, 503, "server shutting down");
-            return httplib::Server::HandlerResponse::Handled;
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-    });
+HttpResponse HttpServer::error(const std::string& path, int status, const std::string& message,
+                               const std::string& param, const std::string& code) {
+    ++metrics_.errors;
+    return json(error_body(path, status, cap_text(message, 4 * kMaxEchoBytes), param, code), status);
+}
 
-    s.set_error_handler(httplib::Server::HandlerWithResponse(
-        [this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        ++metrics_.errors;
-        if (res.status == 404) send_error(res, req.path, 404, "unknown endpoint");
-        else if (res.status == 413) send_error(res, req.path, 400, "bad HTTP request: the body is too large");
-        else if (res.status < 500) send_error(res, req.path, 400, "bad HTTP request");
-        else send_error(res, req.path, res.status, "internal server error");
-        return httplib::Server::HandlerResponse::Handled;
-    }));
+std::string HttpServer::model_json(const std::string& id) const {
+    const int64_t ctx = engine_.ctx();
+    return ojson{{"id", id},
+                 {"object", "model"},
+                 {"created", 1767225600},
+                 {"owned_by", "ds4"},
+                 {"name", options_.model_name},
+                 {"context_length", ctx},
+                 {"top_provider", {{"context_length", ctx},
+                                   {"max_completion_tokens", std::min(options_.default_max_tokens, ctx)},
+                                   {"is_moderated", false}}},
+                 {"supported_parameters", {"tools", "tool_choice", "max_tokens", "temperature", "top_p",
+                                           "top_k", "min_p", "stop", "seed", "stream", "reasoning_effort"}}}
+        .dump();
+}
 
-    s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal server error";
-        try {
-            if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-        }
-        send_error(res, req.path, 500, what);
-    });
+// The policy, before the body is read: a refused request costs no body bytes.
+std::optional<HttpResponse> HttpServer::on_headers(const HttpRequest& req) {
+    const std::string& path = req.path;
+    // DNS rebinding: a page on attacker.example that resolves to 127.0.0.1 sends
+    // "Host: attacker.example".
+    if (!req.has_header("host")) {
+        if (req.version >= 11) return error(path, 400, "missing Host header");
+    } else if (const std::string& host = req.header("host"); !host_allowed(hosts_, host)) {
+        return error(path, 403, fmt::format("Host '{}' is not allowed (this server answers localhost and its "
+                                            "address; start it with --allowed-host NAME to add a name)",
+                                            cap_text(host, 64)));
+    }
+    // A web page's own requests carry its Origin; they are served only with --cors.
+    if (!options_.cors && req.has_header("origin") && !origin_allowed(hosts_, req.header("origin")))
+        return error(path, 403, fmt::format("cross-origin request from '{}' refused (start the server "
+                                            "with --cors to serve web pages)", cap_text(req.header("origin"), 64)));
+    if (req.method == "OPTIONS") {
+        HttpResponse r = json({}, 204);
+        r.content_type.clear();
+        return r;
+    }
+    if (!options_.api_key.empty() && path != "/health") {
+        std::string given = req.header("x-api-key");
+        const std::string& auth = req.header("authorization");
+        if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
+        if (!same_secret(given, options_.api_key)) return error(path, 401, "invalid or missing API key", {}, "invalid_api_key");
+    }
+    const bool get = req.method == "GET" && get_route(path);
+    const bool post = req.method == "POST" && post_route(path);
+    if (!get && !post) return error(path, 404, "unknown endpoint");
+    if (stopping_ && path != "/health" && path != "/metrics") return error(path, 503, "server shutting down");
+    // A JSON body only: a browser cannot send application/json across origins without a
+    // CORS preflight, which gets no CORS answer without --cors.
+    if (post && media_type(req.header("content-type")) != "application/json")
+        return error(path, 415, fmt::format("Content-Type must be application/json (got '{}')",
+                                            cap_text(req.header("content-type"), 64)));
+    return std::nullopt;
+}
 
-    s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-        res.set_content(R"({"status":"ok"})", "application/json");
-    });
-
-    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
-    });
-
-    auto model_json = [this](const char* id) {
-        const int64_t ctx = engine_.ctx();
-        return ojson{{"id", id},
-                     {"object", "model"},
-                     {"created", 1767225600},
-                     {"owned_by", "ds4"},
-                     {"name", options_.model_name},
-                     {"context_length", ctx},
-                     {"top_provider", {{"context_length", ctx},
-                                       {"max_completion_tokens", std::min(options_.default_max_tokens, ctx)},
-                                       {"is_moderated", false}}},
-                     {"supported_parameters", {"tools", "tool_choice", "max_tokens", "temperature", "top_p",
-                                               "top_k", "min_p", "stop", "seed", "stream", "reasoning_effort"}}};
-    };
-    s.Get("/v1/models", [model_json](const httplib::Request&, httplib::Response& res) {
+// Complete requests on the listener's front thread: only the cheap routes, which never wait.
+std::optional<HttpResponse> HttpServer::on_request(const HttpRequest& req) {
+    const std::string& path = req.path;
+    if (path == "/health") return json(R"({"status":"ok"})");
+    if (path == "/metrics") {
+        HttpResponse r = json(metrics_.prometheus());
+        r.content_type = "text/plain; version=0.0.4";
+        return r;
+    }
+    if (path == "/v1/models") {
         ojson data = ojson::array();
-        for (const char* id : kModelIds) data.push_back(model_json(id));
-        res.set_content(ojson{{"object", "list"}, {"data", data}}.dump(), "application/json");
-    });
-    s.Get(R"(/v1/models/([^/]+))", [model_json](const httplib::Request& req, httplib::Response& res) {
-        const std::string id = req.matches[1];
-        for (const char* known : kModelIds)
-            if (id == known) return res.set_content(model_json(known).dump(), "application/json");
-        send_error(res, req.path, 404, "model '" + id + "' not found", "model", "model_not_found");
-    });
+        for (const char* id : kModelIds) data.push_back(ojson::parse(model_json(id)));
+        return json(ojson{{"object", "list"}, {"data", data}}.dump());
+    }
+    if (req.method == "GET" && path.rfind(kModelsPrefix, 0) == 0) {
+        const std::string id = path.substr(std::strlen(kModelsPrefix));
+        if (known_model(id)) return json(model_json(id));
+        return error(path, 404, "model '" + cap_text(id, 64) + "' not found", "model", "model_not_found");
+    }
+    return std::nullopt;
+}
 
-    auto api_route = [this](Api api) {
-        return [this, api](const httplib::Request& req, httplib::Response& res) {
-            ++metrics_.requests[int(api)];
-            auto job = std::make_unique<Job>();
-            try {
-                job->request = parse_request(api, req.body);
-            } catch (const RequestError& e) {
-                ++metrics_.errors;
-                return send_error(res, req.path, e.status, e.what(), e.param, e.code);
-            }
-            const Request& r = job->request;
-            const int64_t ctx = engine_.ctx();
-            const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
-            try {
-                const auto prompt = chat::render_prompt(
-                    r.messages, render_options(mode, ctx, r));
-                job->prompt = chat::tokenize_prompt(engine_.tokenizer(), prompt);
-            } catch (const Error& e) {
-                ++metrics_.errors;
-                return send_error(res, req.path, 400, std::string("invalid request: ") + e.what());
-            }
-            const int64_t n = int64_t(job->prompt.size());
-            if (n >= ctx) {
-                ++metrics_.errors;
-                const std::string msg = fmt::format(
-                    "Prompt has {} tokens, but the configured context size is {} tokens", n, ctx);
-                if (api == Api::Messages) return send_error(res, req.path, 400, msg);
-                const char* param = api == Api::Responses ? "input" : api == Api::Completions ? "prompt" : "messages";
-                send_error(res, req.path, 400, msg, param, "context_length_exceeded");
-                ojson body = ojson::parse(res.body);
-                body["error"]["n_prompt_tokens"] = n;
-                body["error"]["n_ctx"] = ctx;
-                return res.set_content(body.dump(), "application/json");
-            }
-            job->thinking = mode != chat::ThinkingMode::Off;
-            // Without a client seed every request must sample differently (§4.4).
-            if (!r.seed_given) job->request.sampling.seed = fresh_seed();
-            job->max_tokens = std::min(r.max_tokens.value_or(options_.default_max_tokens), ctx - n);
-            if (forced_) job->forced = forced_->next();
-            const ResponseMeta meta{.model = r.model.empty() ? kModelIds[0] : r.model,
-                                    .seq = ++seq_,
-                                    .created = int64_t(std::time(nullptr))};
-            job->writer = make_writer(r, meta);
-            auto channel = std::make_shared<Channel>();
-            job->channel = channel;
-            const bool stream = r.stream;
-            if (!scheduler_.submit(job)) return send_error(res, req.path, 503, "server shutting down");
+void HttpServer::on_thread(const HttpRequest& req, HttpExchange& ex) {
+    if (req.path == "/v1/messages/count_tokens") return count_tokens(req, ex);
+    if (const auto api = api_of(req.path)) return generate(*api, req, ex);
+    ex.send(error(req.path, 404, "unknown endpoint"));
+}
 
-            if (!stream) {
-                int status = 200;
-                std::string body = channel->wait_all(status);
-                if (status != 200) ++metrics_.errors;
-                res.status = status;
-                return res.set_content(body, "application/json");
-            }
-            res.set_header("Cache-Control", "no-cache");
-            ++open_streams_;
-            res.set_chunked_content_provider(
-                "text/event-stream",
-                [channel](size_t, httplib::DataSink& sink) {
-                    std::string bytes;
-                    const bool more = channel->pop(bytes, std::chrono::milliseconds(200));
-                    if (!bytes.empty() && !sink.write(bytes.data(), bytes.size())) {
-                        channel->cancel = true;  // the client is gone: stop generating for it
-                        return false;
-                    }
-                    if (!more) {
-                        sink.done();
-                        return true;
-                    }
-                    if (bytes.empty() && !sink.is_writable()) {
-                        channel->cancel = true;
-                        return false;
-                    }
-                    return true;
-                },
-                [this, channel](bool success) {
-                    if (!success || !channel->closed()) channel->cancel = true;
-                    --open_streams_;
-                });
-        };
-    };
-    // Anthropic's token counting (Claude Code asks before long requests): the prompt the
-    // request would render, in tokens; nothing is queued.
-    s.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
-        try {
-            const Request r = parse_request(Api::Messages, req.body);
-            const int64_t ctx = engine_.ctx();
-            const auto prompt = chat::render_prompt(
-                r.messages, render_options(chat::effective_thinking(r.thinking, ctx), ctx, r));
-            const size_t n = chat::tokenize_prompt(engine_.tokenizer(), prompt).size();
-            res.set_content(ojson{{"input_tokens", n}}.dump(), "application/json");
-        } catch (const RequestError& e) {
-            ++metrics_.errors;
-            send_error(res, req.path, e.status, e.what());
-        } catch (const Error& e) {
-            ++metrics_.errors;
-            send_error(res, req.path, 400, std::string("invalid request: ") + e.what());
+// Anthropic's token counting (Claude Code asks before long requests): the prompt the request
+// would render, in tokens; nothing is queued.
+void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
+    try {
+        const Request r = parse_request(Api::Messages, req.body);
+        const int64_t ctx = engine_.ctx();
+        const auto prompt = chat::render_prompt(
+            r.messages, render_options(chat::effective_thinking(r.thinking, ctx), ctx, r));
+        const size_t n = chat::tokenize_prompt(engine_.tokenizer(), prompt).size();
+        ex.send(json(ojson{{"input_tokens", n}}.dump()));
+    } catch (const RequestError& e) {
+        ex.send(error(req.path, e.status, e.what()));
+    } catch (const Error& e) {
+        ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));
+    }
+}
+
+void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
+    const auto started = Clock::now();
+    ++metrics_.requests[int(api)];
+    auto job = std::make_unique<Job>();
+    try {
+        job->request = parse_request(api, req.body);
+    } catch (const RequestError& e) {
+        ex.send(error(req.path, e.status, e.what(), e.param, e.code));
+        return;
+    }
+    const Request& r = job->request;
+    const int64_t ctx = engine_.ctx();
+    const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
+    try {
+        const auto prompt = chat::render_prompt(r.messages, render_options(mode, ctx, r));
+        job->prompt = chat::tokenize_prompt(engine_.tokenizer(), prompt);
+    } catch (const Error& e) {
+        ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));
+        return;
+    }
+    const int64_t n = int64_t(job->prompt.size());
+    if (n >= ctx) {
+        const std::string msg =
+            fmt::format("Prompt has {} tokens, but the configured context size is {} tokens", n, ctx);
+        if (api == Api::Messages) {
+            ex.send(error(req.path, 400, msg));
+            return;
         }
-    });
-    s.Post("/v1/chat/completions", api_route(Api::Chat));
-    s.Post("/v1/completions", api_route(Api::Completions));
-    s.Post("/v1/messages", api_route(Api::Messages));
-    s.Post("/v1/responses", api_route(Api::Responses));
+        const char* param = api == Api::Responses ? "input" : api == Api::Completions ? "prompt" : "messages";
+        HttpResponse res = error(req.path, 400, msg, param, "context_length_exceeded");
+        ojson body = ojson::parse(res.body);
+        body["error"]["n_prompt_tokens"] = n;
+        body["error"]["n_ctx"] = ctx;
+        res.body = body.dump();
+        ex.send(res);
+        return;
+    }
+    job->thinking = mode != chat::ThinkingMode::Off;
+    // Without a client seed every request must sample differently (§4.4).
+    if (!r.seed_given) job->request.sampling.seed = fresh_seed();
+    job->max_tokens = std::min(r.max_tokens.value_or(options_.default_max_tokens), ctx - n);
+    if (forced_) job->forced = forced_->next();
+    const ResponseMeta meta{.model = r.model.empty() ? kModelIds[0] : r.model,
+                            .seq = ++seq_,
+                            .created = int64_t(std::time(nullptr))};
+    job->writer = make_writer(r, meta);
+    auto channel = std::make_shared<Channel>();
+    job->channel = channel;
+    const bool stream = r.stream;
+    if (!scheduler_.submit(job)) {
+        ex.send(error(req.path, 503, "server shutting down"));
+        return;
+    }
+
+    // While the job runs: a client that is gone cancels it (nobody would read the answer), and
+    // so does --request-timeout (the job then ends with its error as usual).
+    const bool limited = options_.request_timeout_s > 0;
+    const auto deadline = started + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.request_timeout_s));
+    auto check_time = [&] {
+        if (limited && !channel->cancel && Clock::now() >= deadline) {
+            channel->timed_out = true;
+            channel->cancel = true;
+        }
+    };
+    constexpr auto kPoll = std::chrono::milliseconds(200);
+    if (!stream) {
+        std::string body;
+        int status = 200;
+        while (!channel->wait_all_for(body, status, kPoll)) {
+            if (ex.client_gone()) {
+                channel->cancel = true;
+                return;
+            }
+            check_time();
+        }
+        if (status != 200) ++metrics_.errors;
+        ex.send(json(std::move(body), status));
+        return;
+    }
+    HttpResponse head = json({});
+    head.content_type = "text/event-stream";
+    head.headers.emplace_back("Cache-Control", "no-cache");
+    if (!ex.start_stream(head)) {
+        channel->cancel = true;
+        return;
+    }
+    for (;;) {
+        std::string bytes;
+        const bool more = channel->pop(bytes, kPoll);
+        if (!bytes.empty() && !ex.write(bytes)) {
+            channel->cancel = true;  // the client is gone: stop generating for it
+            return;
+        }
+        if (!more) {
+            ex.finish_stream();
+            return;
+        }
+        if (bytes.empty() && ex.client_gone()) {
+            channel->cancel = true;
+            return;
+        }
+        check_time();
+    }
 }
 
 }  // namespace ds4::server

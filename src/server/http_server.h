@@ -1,22 +1,26 @@
-// ds4-server's HTTP front end (PRODUCT.md §4.1, §4.2, §4.10) on cpp-httplib: routes, API key,
-// CORS, error shapes, and the hand-off of each generation request to the Scheduler. Request
-// threads parse, render and tokenize (in parallel), then wait on their job's Channel; only the
-// scheduler's worker touches the engine.
+// ds4-server's HTTP front end (PRODUCT.md §4.1, §4.2, §4.10): routes, the request policy
+// (Host / Origin, API key, media type, CORS), error shapes, and the hand-off of each
+// generation request to the Scheduler. The sockets, deadlines and connection caps are
+// HttpListener's (server/http_listener.h). Handler threads parse, render and tokenize (in
+// parallel), then wait on their job's Channel, watching the client: a client that leaves, or a
+// request over --request-timeout, cancels its job. Only the scheduler's worker touches the
+// engine.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/forced_output.h"
+#include "server/host_policy.h"
+#include "server/http_listener.h"
 #include "server/metrics.h"
+#include "server/request.h"
 #include "server/scheduler.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace ds4::server {
 
@@ -26,8 +30,14 @@ struct ServerOptions {
     std::string api_key;                  // empty: no check
     int64_t default_max_tokens = 393216;  // when the client gives no limit
     size_t max_body = size_t(64) << 20;   // request body limit in bytes
-    int http_threads = 64;                // connections served at once
+    int http_threads = 64;                // requests handled at once (beyond the cheap routes)
+    int max_connections = 256;            // open connections in all
+    int max_client_connections = 32;      // open connections per client address
+    double header_timeout_s = 10;         // the request header must arrive within this
+    double body_timeout_s = 60;           // the body within this after the header
+    double request_timeout_s = 0;         // wall-clock limit of a generation request; 0: none
     bool cors = false;
+    std::vector<std::string> allowed_hosts;  // Host names accepted besides localhost and the address
     std::string model_name = "DeepSeek V4 Flash";
 };
 
@@ -42,22 +52,31 @@ public:
     // Serves until stop(); returns after the queue is drained and connections are closed.
     void run();
     // Graceful stop (callable from any thread, e.g. a signal watcher): new requests get 503,
-    // queued and running generations end with "shutdown requested", then the listener closes.
+    // queued and running generations end with "shutdown requested", their connections get
+    // up to 5 s to send those last bytes, then the listener closes.
     void stop();
 
     const Metrics& metrics() const { return metrics_; }
 
 private:
-    void routes();
+    std::optional<HttpResponse> on_headers(const HttpRequest& req);
+    std::optional<HttpResponse> on_request(const HttpRequest& req);
+    void on_thread(const HttpRequest& req, HttpExchange& ex);
+    void generate(Api api, const HttpRequest& req, HttpExchange& ex);
+    void count_tokens(const HttpRequest& req, HttpExchange& ex);
+    HttpResponse error(const std::string& path, int status, const std::string& message,
+                       const std::string& param = {}, const std::string& code = {});
+    HttpResponse json(std::string body, int status = 200) const;
+    std::string model_json(const std::string& id) const;
 
     engine::Engine& engine_;
     ServerOptions options_;
+    HostPolicy hosts_;
     std::unique_ptr<ForcedOutputs> forced_;
     Metrics metrics_;
     Scheduler scheduler_;
-    std::unique_ptr<httplib::Server> http_;
+    std::unique_ptr<HttpListener> listener_;
     std::atomic<bool> stopping_{false};
-    std::atomic<int> open_streams_{0};  // streamed responses whose last bytes are not yet sent
     std::atomic<uint64_t> seq_{0};
 };
 

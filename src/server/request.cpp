@@ -16,7 +16,43 @@ const char* to_string(Api api) {
     return "?";
 }
 
+std::string cap_text(std::string_view text, size_t limit) {
+    if (text.size() <= limit) return std::string(text);
+    size_t cut = limit;
+    while (cut > 0 && (uint8_t(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+    return fmt::format("{}... ({} bytes)", text.substr(0, cut), text.size());
+}
+
+bool json_depth_within(std::string_view json, size_t max_depth) {
+    size_t depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < json.size(); ++i) {
+        const char c = json[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_depth) return false;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return true;
+}
+
+bool known_model(std::string_view id) {
+    for (const char* m : kModelIds)
+        if (id == m) return true;
+    for (const char* m : kModelAliases)
+        if (id == m) return true;
+    return false;
+}
+
 Request parse_request(Api api, std::string_view body) {
+    if (!json_depth_within(body, kMaxJsonDepth))
+        bad(fmt::format("invalid JSON request: nested deeper than {} levels", kMaxJsonDepth));
     ojson j;
     try {
         j = ojson::parse(body);
@@ -28,6 +64,11 @@ Request parse_request(Api api, std::string_view body) {
     r.api = api;
     try {
         r.model = get_string(j, "model");
+        if (!r.model.empty() && !known_model(r.model))
+            throw RequestError(404, fmt::format("model '{}' not found (known: deepseek-v4-flash, "
+                                                "deepseek-v4-pro, deepseek-chat, deepseek-reasoner)",
+                                                cap_text(r.model, 64)),
+                               "model", "model_not_found");
         thinking_controls(r, j);
         sampling_fields(r, j);
         switch (api) {

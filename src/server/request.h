@@ -21,13 +21,33 @@ namespace ds4::server {
 enum class Api { Chat, Completions, Messages, Responses };
 const char* to_string(Api api);
 
-// A client error: status (400 unless said otherwise) and message; `param` names the request
-// field when one is to blame (OpenAI error shape).
+// Limits on a request body's JSON (docs/SERVER.md "Limits"): nesting deeper than this is
+// refused before parsing (deep nesting would exhaust the stack in recursive JSON code), and
+// error messages quote at most kMaxEchoBytes of what the client sent.
+inline constexpr size_t kMaxJsonDepth = 128;
+inline constexpr size_t kMaxEchoBytes = 256;
+
+// `text` cut to at most `limit` bytes (at a UTF-8 boundary) with "... (N bytes)" appended.
+std::string cap_text(std::string_view text, size_t limit = kMaxEchoBytes);
+// Whether no array or object in `json` nests deeper than `max_depth` (strings are skipped;
+// the text need not be valid JSON).
+bool json_depth_within(std::string_view json, size_t max_depth);
+
+// The model ids GET /v1/models lists, and the aliases a request may name as well (DeepSeek's
+// API names: thinking off / on unless a field says otherwise). Any other "model" is a 404.
+inline constexpr const char* kModelIds[] = {"deepseek-v4-flash", "deepseek-v4-pro"};
+inline constexpr const char* kModelAliases[] = {"deepseek-chat", "deepseek-reasoner"};
+bool known_model(std::string_view id);
+
+// A client error: status (400 unless said otherwise) and message (client text in it is
+// capped, see cap_text); `param` names the request field when one is to blame (OpenAI error
+// shape).
 class RequestError : public Error {
 public:
     RequestError(int status, const std::string& message, std::string param = {},
                  std::string code = {})
-        : Error(message), status(status), param(std::move(param)), code(std::move(code)) {}
+        : Error(cap_text(message, 4 * kMaxEchoBytes)), status(status), param(std::move(param)),
+          code(std::move(code)) {}
     int status;
     std::string param;
     std::string code;
@@ -59,7 +79,8 @@ struct Request {
     bool reasoning_summary = false;     // responses: reasoning.summary opted in to reasoning events
 };
 
-// Parses one request body for `api`. Throws RequestError (never anything else for any input).
+// Parses one request body for `api`. Throws RequestError (never anything else for any input):
+// 400 for a malformed body, 404 for an unknown model.
 Request parse_request(Api api, std::string_view body);
 
 }  // namespace ds4::server

@@ -111,6 +111,12 @@ void add_function_tool(Request& r, ojson& out, const ojson& function, const std:
     if (!function.is_object()) bad("invalid JSON request: a tool's function must be an object", "tools");
     const std::string name = get_string(function, "name");
     if (name.empty()) bad("invalid JSON request: a tool needs a name", "tools");
+    // The schema is rendered into the prompt as JSON: it has to be one (an object).
+    if (const ojson* p = field(function, "parameters"); p && !p->is_object())
+        bad(fmt::format("invalid JSON request: the parameters of tool '{}' must be a JSON schema object", name),
+            "tools");
+    if (const ojson* d = field(function, "description"); d && !d->is_string())
+        bad(fmt::format("invalid JSON request: the description of tool '{}' must be a string", name), "tools");
     out.push_back(ojson{{"type", "function"}, {"function", function}});
     r.tools.push_back({name, name, ns});
 }

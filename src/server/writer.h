@@ -28,6 +28,7 @@ const char* to_string(Finish f);  // OpenAI spelling: stop, length, tool_calls, 
 struct FinishInfo {
     Finish reason = Finish::Stop;
     std::string error;               // with Finish::Error: why
+    int error_status = 500;          // with Finish::Error: 503 shutdown, 504 request timeout
     std::string stop_sequence;       // the stop sequence that ended the text, if any
     bool reasoning_complete = true;  // false: thinking never reached </think>
     Usage usage;
@@ -48,6 +49,9 @@ public:
     virtual void begin(const Usage& prompt_usage, std::string& out) = 0;
     virtual void event(const chat::OutputEvent& e, std::string& out) = 0;
     virtual void finish(const FinishInfo& f, std::string& out) = 0;
+    // The HTTP status of a non-streaming answer: 200, except where the API has no way to
+    // report an error in a normal body (Anthropic: f.error_status on Finish::Error).
+    virtual int status(const FinishInfo&) const { return 200; }
     // A failure after the stream started (prefill error, shutdown): an SSE error event.
     virtual void error_event(const std::string& message, std::string& out) = 0;
 };

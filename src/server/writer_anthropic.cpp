@@ -69,6 +69,13 @@ public:
     }
 
     void finish(const FinishInfo& f, std::string& out) override {
+        // Anthropic has no stop_reason for a failure: an error event ends the stream (the
+        // SDKs raise it), and a non-streaming answer is an error body with an error status.
+        if (f.reason == Finish::Error) {
+            if (stream_) error_event(f.error, out);
+            else out += anthropic_error_body(f.error, "api_error");
+            return;
+        }
         if (stream_) {
             close(out);
             if (saw_thinking_ && !saw_text_ && ids_.empty()) {
@@ -103,6 +110,10 @@ public:
                 {"stop_sequence", f.stop_sequence.empty() ? ojson() : ojson(f.stop_sequence)},
                 {"usage", usage_json(f.usage, f.usage.completion)}};
         out += dump(j);
+    }
+
+    int status(const FinishInfo& f) const override {
+        return !stream_ && f.reason == Finish::Error ? f.error_status : 200;
     }
 
     void error_event(const std::string& message, std::string& out) override {

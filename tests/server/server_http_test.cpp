@@ -252,7 +252,7 @@ TEST(ServerCompletions, TextStreamedAndNot) {
 
 TEST(ServerAnthropic, StreamingThinkingAndToolUseEventSequence) {
     ServerProcess s({}, json::array({kToolCall}));
-    json req = {{"model", "claude-x"}, {"max_tokens", 200}, {"stream", true},
+    json req = {{"model", "deepseek-reasoner"}, {"max_tokens", 200}, {"stream", true},
                 {"system", json::array({{{"type", "text"}, {"text", "x-anthropic-billing-header: 1"}},
                                         {{"type", "text"}, {"text", "Be brief."}}})},
                 {"messages", {{{"role", "user"}, {"content", "weather?"}}}},
@@ -279,7 +279,7 @@ TEST(ServerAnthropic, StreamingThinkingAndToolUseEventSequence) {
         }
         names.push_back(e.event);
         if (e.event == "message_start") {
-            EXPECT_EQ(d["message"]["model"], "claude-x");
+            EXPECT_EQ(d["message"]["model"], "deepseek-reasoner");  // the alias asked for
             EXPECT_TRUE(d["message"]["content"].empty());
         }
         if (e.event == "content_block_start" && d["content_block"]["type"] == "tool_use") {
@@ -414,7 +414,7 @@ TEST(ServerErrors, StatusCodesAndShapes) {
                  "forced tool_choice not supported");
     openai_error(post(u + "/v1/responses", {{"input", {{{"type", "function_call"}, {"status", "in_progress"}}}}}),
                  400, "status");
-    openai_error(http("POST", u + "/v1/chat/completions", std::string(200000, ' ')), 400, "bad HTTP request");
+    openai_error(http("POST", u + "/v1/chat/completions", std::string(200000, ' ')), 413, "request body too large");
 
     // Context exceeded: OpenAI shape with code, param and the counts.
     const std::string long_text = std::string(400, 'a') + " b c d e f g h i j k l m n o p q r s t u v w x y z";

@@ -1,8 +1,15 @@
 #include "server_process.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include <chrono>
 #include <filesystem>
@@ -64,8 +71,8 @@ const std::string& tiny_model() {
 
 ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json& forced) {
     dir_ = scratch_dir();
-    std::vector<std::string> argv = {oracle::binary("ds4-server"), "-m", tiny_model(), "--port", "0",
-                                     "-t", "1"};
+    std::vector<std::string> argv = {oracle::binary("ds4-server"), "-m", tiny_model(), "-t", "1"};
+    if (std::find(args.begin(), args.end(), "--port") == args.end()) argv.insert(argv.end(), {"--port", "0"});
     if (!forced.is_null()) {
         write_file(dir_ + "/forced.json", forced.dump());
         argv.push_back("--test-force-output");
@@ -103,9 +110,11 @@ ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json
     fail("ds4-server did not start listening in 60 s: {}", read_file(log));
 }
 
-int ServerProcess::terminate(double timeout_s) {
+int ServerProcess::port() const { return std::stoi(url_.substr(url_.rfind(':') + 1)); }
+
+int ServerProcess::terminate(double timeout_s, int sig) {
     if (pid_ < 0) return -1;
-    kill(pid_, SIGTERM);
+    kill(pid_, sig);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     int status = 0;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -131,18 +140,42 @@ std::string ServerProcess::log() const { return read_file(dir_ + "/server.log");
 
 nlohmann::json HttpResult::json() const { return nlohmann::json::parse(body); }
 
+namespace {
+std::string lower(std::string s) {
+    for (char& c : s) c = char(std::tolower(uint8_t(c)));
+    return s;
+}
+}  // namespace
+
+std::string HttpResult::header(const std::string& name) const {
+    std::istringstream in(headers);
+    std::string line;
+    const std::string want = lower(name) + ":";
+    while (std::getline(in, line)) {
+        if (lower(line).rfind(want, 0) != 0) continue;
+        std::string v = line.substr(want.size());
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(0, 1);
+        while (!v.empty() && (v.back() == '\r' || v.back() == ' ')) v.pop_back();
+        return v;
+    }
+    return {};
+}
+
 HttpResult http(const std::string& method, const std::string& url, const std::string& body,
                 const std::vector<std::string>& headers, double max_time_s) {
     const std::string dir = scratch_dir();
-    std::vector<std::string> argv = {"curl", "-sS", "-N", "-X", method, "-o", dir + "/out",
+    std::vector<std::string> argv = {"curl", "-sS", "-N", "-X", method, "-o", dir + "/out", "-D", dir + "/headers",
                                      "-w", "%{http_code}", "--max-time", std::to_string(max_time_s)};
+    bool content_type = false;
     for (const auto& h : headers) {
         argv.push_back("-H");
         argv.push_back(h);
+        content_type = content_type || lower(h).rfind("content-type:", 0) == 0;
     }
     if (!body.empty()) {
         write_file(dir + "/body", body);
-        argv.insert(argv.end(), {"-H", "Content-Type: application/json", "--data-binary", "@" + dir + "/body"});
+        if (!content_type) argv.insert(argv.end(), {"-H", "Content-Type: application/json"});
+        argv.insert(argv.end(), {"--data-binary", "@" + dir + "/body"});
     }
     argv.push_back(url);
     const auto r = oracle::run_command(argv);
@@ -151,9 +184,80 @@ HttpResult http(const std::string& method, const std::string& url, const std::st
     const std::string code = r.output.substr(digits == std::string::npos ? 0 : digits + 1);
     h.status = code.empty() ? 0 : std::stoi(code);
     h.body = read_file(dir + "/out");
+    h.headers = read_file(dir + "/headers");
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     return h;
+}
+
+RawConnection::RawConnection(const std::string& url, const std::string& source) {
+    // url: http://IP:PORT
+    const std::string hostport = url.substr(url.find("//") + 2);
+    const std::string ip = hostport.substr(0, hostport.rfind(':'));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(uint16_t(std::stoi(hostport.substr(hostport.rfind(':') + 1))));
+    if (inet_pton(AF_INET, ip.c_str(), &to.sin_addr) != 1) fail("RawConnection: bad url {}", url);
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) fail("socket: {}", std::strerror(errno));
+    if (!source.empty()) {
+        sockaddr_in from{};
+        from.sin_family = AF_INET;
+        inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+        if (::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
+            fail("cannot bind a client socket to {}: {}", source, std::strerror(errno));
+    }
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
+        fail("cannot connect to {}: {}", url, std::strerror(errno));
+}
+
+RawConnection::~RawConnection() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+bool RawConnection::send(const std::string& bytes) {
+    size_t at = 0;
+    while (at < bytes.size()) {
+        const ssize_t n = ::send(fd_, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+        if (n <= 0) return false;
+        at += size_t(n);
+    }
+    return true;
+}
+
+bool RawConnection::readable(double timeout_s) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, int(timeout_s * 1000)) > 0;
+}
+
+std::string RawConnection::read_all(double timeout_s) {
+    std::string out;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    char buf[65536];
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0) break;
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, int(left)) <= 0) break;
+        const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        out.append(buf, size_t(n));
+    }
+    return out;
+}
+
+int status_of(const std::string& response) {
+    std::smatch m;
+    static const std::regex status_line(R"(^HTTP/1\.[01] ([0-9]{3}))");
+    return std::regex_search(response, m, status_line) ? std::stoi(m[1]) : 0;
+}
+
+long rss_kib(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    return -1;
 }
 
 std::vector<SseEvent> parse_sse(const std::string& body) {

@@ -2,6 +2,7 @@
 // binary), a server process on a free port, and HTTP through curl.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <map>
@@ -17,16 +18,18 @@ const std::string& tiny_model();
 
 class ServerProcess {
 public:
-    // Starts ds4-server -m tiny_model() --port 0 plus `args`; `forced` (if not empty) is
-    // written to a file and passed as --test-force-output. Waits for the listening line.
+    // Starts ds4-server -m tiny_model() --port 0 (unless `args` has --port) plus `args`;
+    // `forced` (if not empty) is written to a file and passed as --test-force-output. Waits
+    // for the listening line; throws ds4::Error with the server's log if it exits first.
     explicit ServerProcess(std::vector<std::string> args = {}, const nlohmann::json& forced = nullptr);
     ~ServerProcess();  // SIGTERM, then SIGKILL if it does not exit
     ServerProcess(const ServerProcess&) = delete;
     ServerProcess& operator=(const ServerProcess&) = delete;
 
     const std::string& url() const { return url_; }  // http://127.0.0.1:PORT
-    // Sends SIGTERM and waits; returns the exit status (-1: killed or timed out).
-    int terminate(double timeout_s = 20);
+    int port() const;
+    // Sends `sig` and waits; returns the exit status (-1: killed or timed out).
+    int terminate(double timeout_s = 20, int sig = SIGTERM);
     std::string log() const;  // the server's stderr so far
     pid_t pid() const { return pid_; }
 
@@ -39,16 +42,48 @@ private:
 struct HttpResult {
     int status = 0;
     std::string body;
+    std::string headers;          // the response header section as received
     nlohmann::json json() const;  // body parsed (throws on invalid JSON)
+    // The value of response header `name` (any case), "" when absent.
+    std::string header(const std::string& name) const;
 };
 
-// One request with curl. `body` empty: GET (unless method says otherwise).
+// One request with curl. `body` empty: GET (unless method says otherwise). A body is sent
+// as application/json unless `headers` has a Content-Type ("Content-Type:" sends none).
 HttpResult http(const std::string& method, const std::string& url, const std::string& body = {},
                 const std::vector<std::string>& headers = {}, double max_time_s = 60);
 inline HttpResult post(const std::string& url, const nlohmann::json& body,
                        const std::vector<std::string>& headers = {}) {
     return http("POST", url, body.dump(), headers);
 }
+
+// A plain TCP connection to the server at `url`, for what curl will not do (slow headers,
+// missing lengths, oversized headers and bodies), optionally from another loopback source
+// address (127.0.0.2, ...: a different client to the server).
+class RawConnection {
+public:
+    explicit RawConnection(const std::string& url, const std::string& source = {});
+    ~RawConnection();
+    RawConnection(const RawConnection&) = delete;
+    RawConnection& operator=(const RawConnection&) = delete;
+
+    // Sends all of `bytes`; false once the server closed or reset the connection.
+    bool send(const std::string& bytes);
+    // Whether bytes (or the end) can be read now, waiting up to timeout_s.
+    bool readable(double timeout_s = 0);
+    // Reads until the server closes the connection or timeout_s passes.
+    std::string read_all(double timeout_s);
+    bool ok() const { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+// The status of a raw HTTP response ("HTTP/1.1 NNN ..."), 0 when there is none.
+int status_of(const std::string& response);
+
+// Resident memory of process `pid` in KiB (/proc/PID/status VmRSS).
+long rss_kib(pid_t pid);
 
 // SSE records of a stream body: (event name or "", data) in order; ": comment" lines are
 // returned as ("comment", text).

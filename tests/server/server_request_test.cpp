@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/generation.h"
+#include "server/http_reader.h"
 #include "server/ids.h"
 #include "server/request.h"
 #include "server/writer.h"
@@ -218,6 +219,218 @@ TEST(ServerRequest, RejectionsCarryStatusAndParam) {
               "response_format");
     EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":"required"})").what()),
               "tool_choice=required not supported");
+}
+
+RequestError rejection(Api api, std::string_view body) {
+    try {
+        parse_request(api, body);
+    } catch (const RequestError& e) {
+        return e;
+    }
+    ADD_FAILURE() << "accepted: " << body.substr(0, 200);
+    return RequestError(0, "");
+}
+
+// Issue 22 item 1: 100,000 levels of nesting used to overflow the stack in the JSON library's
+// recursive copy; the depth is bounded before parsing.
+TEST(ServerRequestLimits, DeepNestingIsRefusedBeforeParsing) {
+    const size_t deep = 100000;
+    const std::string body = R"({"messages":[{"role":"user","content":"x"}],"a":)" + std::string(deep, '[') +
+                             std::string(deep, ']') + "}";
+    for (Api api : {Api::Chat, Api::Completions, Api::Messages, Api::Responses}) {
+        const RequestError e = rejection(api, body);
+        EXPECT_EQ(e.status, 400);
+        EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos) << e.what();
+    }
+    // Exactly at the limit is fine (the body object is level 1).
+    const std::string at_limit = R"({"messages":[{"role":"user","content":"x"}],"a":)" +
+                                 std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']') + "}";
+    EXPECT_NO_THROW(parse_request(Api::Chat, at_limit));
+    EXPECT_EQ(rejection(Api::Chat, "{\"a\":" + std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']') + "}").status,
+              400);
+    // Brackets inside strings (escaped quotes included) are text, not nesting.
+    EXPECT_TRUE(json_depth_within(R"({"a":"[[[[\"[[[[","b":[1]})", 2));
+    EXPECT_FALSE(json_depth_within(R"({"a":"x\\","b":[[1]]})", 2));
+    EXPECT_TRUE(json_depth_within("[[]][[]]", 2));
+}
+
+// Issue 22 item 7: a parse error used to echo the whole bad input (20 MB in, 20 MB out).
+TEST(ServerRequestLimits, ErrorMessagesQuoteAFewHundredBytesAtMost) {
+    const std::string big(2 << 20, 'x');
+    const std::vector<std::string> bodies = {
+        "{\"messages\": \"" + big,                                               // unterminated string
+        "{\"messages\": " + big + "}",                                           // bad literal
+        R"({"messages":[{"role":")" + big + R"(","content":"x"}]})",             // unknown role
+        R"({"messages":[{"content":"x"}],"reasoning_effort":")" + big + "\"}",  // unknown effort
+        R"({"model":")" + big + R"(","messages":[{"content":"x"}]})",           // unknown model
+    };
+    for (const auto& b : bodies) {
+        const RequestError e = rejection(Api::Chat, b);
+        EXPECT_GE(e.status, 400);
+        EXPECT_LE(std::string(e.what()).size(), 4 * kMaxEchoBytes + 32) << std::string(e.what()).substr(0, 300);
+    }
+    // Cut at a UTF-8 boundary, with the full size said.
+    const std::string euro = "\xe2\x82\xac";  // 3 bytes
+    std::string text;
+    for (int i = 0; i < 10; ++i) text += euro;
+    EXPECT_EQ(cap_text(text, 7), euro + euro + "... (30 bytes)");
+    EXPECT_EQ(cap_text("short", 7), "short");
+}
+
+// Issue 22 item 19: an unknown model used to be served (200); the docs promise 404.
+TEST(ServerRequestLimits, UnknownModelIs404InEveryApiAliasesAreAccepted) {
+    const std::vector<std::pair<Api, json>> bodies = {
+        {Api::Chat, chat_body()},
+        {Api::Completions, {{"prompt", "x"}}},
+        {Api::Messages, chat_body()},
+        {Api::Responses, {{"input", "x"}}}};
+    for (const auto& [api, body] : bodies) {
+        json b = body;
+        b["model"] = "gpt-4o";
+        const RequestError e = rejection(api, b.dump());
+        EXPECT_EQ(e.status, 404) << to_string(api);
+        EXPECT_EQ(e.param, "model");
+        EXPECT_EQ(e.code, "model_not_found");
+        EXPECT_NE(std::string(e.what()).find("'gpt-4o' not found"), std::string::npos);
+        for (const char* ok : {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner", ""}) {
+            b["model"] = ok;
+            EXPECT_NO_THROW(parse(api, b)) << ok;
+        }
+        b.erase("model");
+        EXPECT_NO_THROW(parse(api, b));
+    }
+}
+
+// Issue 22 item 19: a tool whose schema is not an object (`parameters: 5`) used to be accepted
+// and rendered into the prompt.
+TEST(ServerRequestLimits, ToolSchemasMustBeObjects) {
+    const json bad_chat = chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", 5}}}}}}});
+    const json bad_bare = chat_body({{"tools", {{{"name", "f"}, {"parameters", "{}"}}}}});
+    const json bad_desc = chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"description", 5}}}}}}});
+    const json bad_anthropic = chat_body({{"tools", {{{"name", "f"}, {"input_schema", 5}}}}});
+    const json bad_responses = {{"input", "x"}, {"tools", {{{"type", "function"}, {"name", "f"}, {"parameters", json::array()}}}}};
+    const json bad_namespace = {{"input", "x"}, {"tools", {{{"type", "namespace"}, {"name", "n"},
+                                                           {"tools", {{{"name", "g"}, {"parameters", true}}}}}}}};
+    for (const auto& [api, body] : std::vector<std::pair<Api, json>>{{Api::Chat, bad_chat},
+                                                                     {Api::Chat, bad_bare},
+                                                                     {Api::Chat, bad_desc},
+                                                                     {Api::Messages, bad_anthropic},
+                                                                     {Api::Responses, bad_responses},
+                                                                     {Api::Responses, bad_namespace}}) {
+        const RequestError e = rejection(api, body.dump());
+        EXPECT_EQ(e.status, 400) << body;
+        EXPECT_EQ(e.param, "tools") << body;
+    }
+    // No schema, or null, is still fine.
+    EXPECT_NO_THROW(parse(Api::Chat, chat_body({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}})));
+    EXPECT_NO_THROW(parse(Api::Chat, chat_body({{"tools", {{{"type", "function"},
+                                                            {"function", {{"name", "f"}, {"parameters", nullptr}}}}}}})));
+}
+
+// Issue 22 item 13: the Anthropic writer used to report a failed generation as end_turn.
+TEST(ServerAnthropicWriter, AFailureIsAnErrorEventOrAnErrorStatus) {
+    const Request r = parse(Api::Messages, chat_body());
+    FinishInfo f;
+    f.reason = Finish::Error;
+    f.error = "shutdown requested";
+    f.error_status = 503;
+    using K = chat::OutputEvent::Kind;
+    for (bool stream : {true, false}) {
+        Request rs = r;
+        rs.stream = stream;
+        auto w = make_writer(rs, {.model = "m", .seq = 1, .created = 0});
+        std::string out;
+        w->begin({}, out);
+        w->event({K::Content, "partial", 0}, out);
+        w->finish(f, out);
+        if (stream) {
+            EXPECT_EQ(w->status(f), 200);  // the status line went out long ago
+            EXPECT_NE(out.find("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\","
+                               "\"message\":\"shutdown requested\"}}"), std::string::npos) << out;
+            EXPECT_EQ(out.find("message_stop"), std::string::npos) << out;
+            EXPECT_EQ(out.find("end_turn"), std::string::npos) << out;
+        } else {
+            EXPECT_EQ(w->status(f), 503);
+            const json body = json::parse(out);
+            EXPECT_EQ(body["type"], "error");
+            EXPECT_EQ(body["error"]["message"], "shutdown requested");
+        }
+    }
+    // A normal end is still 200 / message_stop.
+    FinishInfo ok;
+    auto w = make_writer(r, {.model = "m", .seq = 1, .created = 0});
+    EXPECT_EQ(w->status(ok), 200);
+}
+
+// The HTTP request reader (issue 22 items 6, 20): limits hold however the bytes arrive.
+struct ReadResult {
+    HttpRequestReader::State state;
+    int status;
+    std::string body;
+};
+ReadResult read_request(const HttpLimits& limits, const std::string& bytes, size_t piece) {
+    HttpRequestReader r(limits);
+    for (size_t at = 0; at < bytes.size() && r.state() != HttpRequestReader::State::Done &&
+                        r.state() != HttpRequestReader::State::Failed;
+         at += piece)
+        r.feed(std::string_view(bytes).substr(at, piece));
+    return {r.state(), r.error_status(), r.state() == HttpRequestReader::State::Done ? r.request().body : ""};
+}
+
+TEST(ServerHttpReader, LimitsHoldWholeAndBytewise) {
+    using S = HttpRequestReader::State;
+    const HttpLimits limits{.max_header_bytes = 200, .max_header_fields = 5, .max_body = 100};
+    auto both = [&](const std::string& bytes, S state, int status, const std::string& body = {}) {
+        for (size_t piece : {bytes.size(), size_t(1), size_t(7)}) {
+            const ReadResult r = read_request(limits, bytes, piece);
+            EXPECT_EQ(r.state, state) << piece << ": " << bytes.substr(0, 80);
+            EXPECT_EQ(r.status, status) << piece << ": " << bytes.substr(0, 80);
+            EXPECT_EQ(r.body, body) << piece;
+        }
+    };
+    // A header of exactly 200 bytes passes; 201 does not (start line and fields together).
+    const std::string start = "GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ";
+    const std::string tail = "\r\n\r\n";
+    const std::string exact = start + std::string(200 - start.size() - tail.size(), 'a') + tail;
+    ASSERT_EQ(exact.size(), 200u);
+    both(exact, S::Done, 0);
+    both(start + std::string(201 - start.size() - tail.size(), 'a') + tail, S::Failed, 431);
+    // A long request line with short fields is still counted whole.
+    both("GET /" + std::string(150, 'p') + " HTTP/1.1\r\nHost: x\r\nX-A: " + std::string(40, 'b') + "\r\n\r\n",
+         S::Failed, 431);
+    // Field count.
+    both("GET / HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\n\r\n", S::Done, 0);
+    both("GET / HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\nF: 1\r\n\r\n", S::Failed, 431);
+    // Bodies: Content-Length and chunked, at and over the limit.
+    const std::string post = "POST /v1/messages HTTP/1.1\r\nHost: x\r\n";
+    both(post + "Content-Length: 100\r\n\r\n" + std::string(100, 'z'), S::Done, 0, std::string(100, 'z'));
+    both(post + "Content-Length: 101\r\n\r\n", S::Failed, 413);
+    both(post + "Transfer-Encoding: chunked\r\n\r\n32\r\n" + std::string(50, 'c') + "\r\n32\r\n" + std::string(50, 'd') +
+             "\r\n0\r\n\r\n",
+         S::Done, 0, std::string(50, 'c') + std::string(50, 'd'));
+    both(post + "Transfer-Encoding: chunked\r\n\r\n32\r\n" + std::string(50, 'c') + "\r\n33\r\n" + std::string(51, 'd') +
+             "\r\n0\r\n\r\n",
+         S::Failed, 413);
+    both(post + "Transfer-Encoding: chunked\r\n\r\n1;" + std::string(300, 'e') + "\r\nx\r\n0\r\n\r\n", S::Failed, 400);
+    // No framing on a method with a body: 411 as soon as the header is in.
+    for (const char* m : {"POST", "PUT", "PATCH"}) both(std::string(m) + " /v1/messages HTTP/1.1\r\nHost: x\r\n\r\n", S::Failed, 411);
+    both("GET /health HTTP/1.1\r\nHost: x\r\n\r\n", S::Done, 0);
+    both("garbage\r\n\r\n", S::Failed, 400);
+
+    HttpRequestReader r(limits);
+    EXPECT_EQ(r.feed(post + "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n"), S::Body);
+    EXPECT_TRUE(r.expects_continue());
+    EXPECT_EQ(r.request().path, "/v1/messages");
+    EXPECT_EQ(r.request().header("expect"), "100-continue");
+    EXPECT_EQ(r.feed("{}"), S::Done);
+    HttpRequestReader cut(limits);
+    cut.feed(post + "Content-Length: 5\r\n\r\nab");
+    EXPECT_EQ(cut.eof(), S::Failed);
+    EXPECT_EQ(cut.error_status(), 400);
+    HttpRequestReader hint(limits);
+    hint.feed("POST /v1/messages?beta=true HTTP/1.1\r\nX: " + std::string(300, 'x'));
+    EXPECT_EQ(hint.state(), S::Failed);
+    EXPECT_EQ(hint.path_hint(), "/v1/messages");  // the error goes out in the Anthropic shape
 }
 
 TEST(ServerStopScanner, HoldsBackPartialStopsAndCutsAtTheFirst) {

@@ -2,6 +2,7 @@
 // One model, one live session; requests queue for it (src/server/scheduler.h).
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -34,6 +35,24 @@ struct Options {
     std::string force_output;
 };
 
+// Seconds in [lo, hi], said in plain numbers; CLI::Range would let "nan" through.
+CLI::Validator seconds_in(double lo, double hi) {
+    return CLI::Validator(
+        [lo, hi](std::string& text) -> std::string {
+            double v = 0;
+            size_t used = 0;
+            try {
+                v = std::stod(text, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used == 0 || used != text.size() || !std::isfinite(v) || v < lo || v > hi)
+                return fmt::format("'{}' is not a number of seconds from {} to {}", text, lo, hi);
+            return {};
+        },
+        fmt::format("SECONDS in [{} - {}]", lo, hi));
+}
+
 // Signals only set a flag; a watcher thread does the (non-async-signal-safe) shutdown.
 std::atomic<int> g_signal{0};
 extern "C" void on_signal(int sig) { g_signal = sig; }
@@ -62,16 +81,25 @@ int run(const Options& o) {
         std::fprintf(stderr, "ds4-server: TEST MODE: outputs are forced from %s\n", o.force_output.c_str());
     }
     ds4::server::HttpServer server(engine, o.server, std::move(forced));
+    // Said before binding, so it is seen even when the bind fails.
+    if (!ds4::server::is_loopback_host(o.server.host) && o.server.api_key.empty())
+        std::fprintf(stderr,
+                     "ds4-server: WARNING: listening on %s, which is not a loopback address, without "
+                     "--api-key: anyone who can reach it can use the model\n",
+                     o.server.host.c_str());
     const int port = server.bind();
+    // Before the listening line: a test (or a supervisor) may signal as soon as it sees it.
+    std::signal(SIGPIPE, SIG_IGN);
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGHUP, on_signal);  // a closed terminal: stop gracefully too
+
     std::fprintf(stderr, "ds4-server: context %lld tokens, %d threads, model %s\n", ctx, threads,
                  o.model.c_str());
     std::fprintf(stderr, "ds4-server: listening on http://%s:%d\n",
                  o.server.host == "localhost" ? "127.0.0.1" : o.server.host.c_str(), port);
     std::fflush(stderr);
 
-    std::signal(SIGPIPE, SIG_IGN);
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
     std::thread watcher([&] {
         while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
         if (g_signal > 0) {
@@ -123,12 +151,36 @@ int main(int argc, char** argv) {
                    "Require this key on every route but /health (Authorization: Bearer KEY or "
                    "x-api-key: KEY); default: no key")
         ->option_text("KEY")->group("HTTP API");
-    app.add_option("--max-body", o.server.max_body, "Largest request body in bytes (default 67108864)")
-        ->check(CLI::PositiveNumber)->group("HTTP API");
+    app.add_option("--allowed-host", o.server.allowed_hosts,
+                   "Also answer requests whose Host header names NAME (repeatable); by default only "
+                   "localhost and the listen address")
+        ->option_text("NAME")->group("HTTP API");
+    app.add_flag("--cors", o.server.cors,
+                 "Serve web pages: send Access-Control-Allow-* headers and accept any Origin")
+        ->group("HTTP API");
+    app.add_option("--request-timeout", o.server.request_timeout_s,
+                   "Wall-clock limit of a generation request in seconds (default 0: none); the "
+                   "request ends with an error")
+        ->check(seconds_in(0, 1e6))->option_text("S")->group("HTTP limits");
+    app.add_option("--max-body", o.server.max_body,
+                   "Largest request body in bytes, chunked or not (default 67108864)")
+        ->check(CLI::Range(size_t(1), size_t(1) << 40))->group("HTTP limits");
+    app.add_option("--header-timeout", o.server.header_timeout_s,
+                   "Seconds a client has to send the request header (default 10)")
+        ->check(seconds_in(0.1, 3600))->option_text("S")->group("HTTP limits");
+    app.add_option("--body-timeout", o.server.body_timeout_s,
+                   "Seconds a client has to send the body after the header (default 60)")
+        ->check(seconds_in(0.1, 86400))->option_text("S")->group("HTTP limits");
+    app.add_option("--max-connections", o.server.max_connections,
+                   "Open connections, all clients together (default 256)")
+        ->check(CLI::Range(1, 100000))->group("HTTP limits");
+    app.add_option("--max-client-connections", o.server.max_client_connections,
+                   "Open connections from one client address (default 32)")
+        ->check(CLI::Range(1, 100000))->group("HTTP limits");
     app.add_option("--http-threads", o.server.http_threads,
-                   "Connections served at once (default 64); generation is one at a time")
-        ->check(CLI::Range(2, 4096))->group("HTTP API");
-    app.add_flag("--cors", o.server.cors, "Send Access-Control-Allow-* headers")->group("HTTP API");
+                   "Requests handled at once besides /health, /metrics and /v1/models (default "
+                   "64); generation is one at a time")
+        ->check(CLI::Range(1, 4096))->group("HTTP limits");
     app.add_flag("--no-mmap", o.no_mmap,
                  ds4::gguf::File::kCopyHelp);
     app.add_option("--test-force-output", o.force_output,
@@ -136,6 +188,7 @@ int main(int argc, char** argv) {
                    "instead of sampling (docs/SERVER.md)")
         ->option_text("FILE")->group("Testing");
     app.footer(
+        "Limits and security: docs/SERVER.md.\n"
         "Routes: GET /health /metrics /v1/models /v1/models/{id}; POST /v1/chat/completions\n"
         "/v1/completions /v1/messages /v1/responses (docs/SERVER.md).\n"
         "Thinking is on by default (high effort); reasoning_effort=none, thinking={type:disabled},\n"

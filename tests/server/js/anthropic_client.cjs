@@ -52,4 +52,12 @@ run('anthropic', [
     });
     assert.equal(r2.content.find((b) => b.type === 'text').text, 'Hi!');
   }],
+  ['errors: an unknown model is the SDK\'s NotFoundError (404, not_found_error)', async () => {
+    await assert.rejects(client.messages.create({ model: 'claude-x', max_tokens: 10, messages }), (e) => {
+      assert.equal(e.status, 404);
+      assert.equal(e.error.error.type, 'not_found_error');
+      assert.ok(e instanceof Anthropic.NotFoundError, e.constructor.name);
+      return true;
+    });
+  }],
 ]);

@@ -100,4 +100,12 @@ run('openai', [
     const r = await client.completions.create({ model, prompt: 'Once', max_tokens: 50 });
     assert.equal(r.choices[0].text, 'The end.');
   }],
+  ['errors: an unknown model is the SDK\'s NotFoundError (404, code model_not_found)', async () => {
+    await assert.rejects(client.chat.completions.create({ model: 'gpt-4o', messages }), (e) => {
+      assert.equal(e.status, 404);
+      assert.equal(e.code, 'model_not_found');
+      assert.ok(e instanceof OpenAI.NotFoundError, e.constructor.name);
+      return true;
+    });
+  }],
 ]);
