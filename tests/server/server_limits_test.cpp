@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "server/host_policy.h"
 #include "server_process.h"
-#include "tool_run.h"
+#include "support/tool_run.h"
 
 namespace ds4::servertest {
 namespace {
