@@ -1,4 +1,4 @@
-// The DeepSeek V4 chat marker strings (TOKENIZER_CHAT.md §1.2, §3). The renderer writes them as
+// The DeepSeek V4 chat marker strings (spec/TOKENIZER_CHAT.md §1.2, §3). The renderer writes them as
 // text; the tokenizer turns them into control tokens because rendered text is trusted.
 #pragma once
 

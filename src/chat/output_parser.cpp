@@ -16,7 +16,7 @@ namespace {
 using Kind = OutputEvent::Kind;
 
 // Every DSML tag may be written in the official form, the degraded form with the first bar
-// missing, or as plain XML (TOKENIZER_CHAT.md §4.2).
+// missing, or as plain XML (spec/TOKENIZER_CHAT.md §4.2).
 constexpr std::array<std::string_view, 3> kBlockOpen = {"<｜DSML｜tool_calls>", "<DSML｜tool_calls>",
                                                         "<tool_calls>"};
 constexpr std::array<std::string_view, 3> kParamClose = {"</｜DSML｜parameter>", "</DSML｜parameter>",

@@ -1,4 +1,4 @@
-// Streaming parser for DeepSeek V4 model output (TOKENIZER_CHAT.md §4, PRODUCT.md §4.6).
+// Streaming parser for DeepSeek V4 model output (spec/TOKENIZER_CHAT.md §4, spec/PRODUCT.md §4.6).
 // Feed decoded text in chunks of any size (even split inside a marker, an entity or a UTF-8
 // sequence); it emits events: reasoning / content text, and tool calls as a header (name) then
 // argument JSON text fragments. The concatenated argument fragments of one call form a JSON

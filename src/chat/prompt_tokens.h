@@ -1,4 +1,4 @@
-// Tokenizing a rendered prompt (TOKENIZER_CHAT.md §1): control tokens are matched only in the
+// Tokenizing a rendered prompt (spec/TOKENIZER_CHAT.md §1): control tokens are matched only in the
 // renderer's own (trusted) text; a marker look-alike inside message or tool text stays plain
 // text. Between two markers the text, trusted and untrusted alike, is encoded as one plain
 // stretch, so token boundaries are those of the whole string.

@@ -1,4 +1,4 @@
-// Renders a conversation to the DeepSeek V4 prompt text (TOKENIZER_CHAT.md §3), byte-identical
+// Renders a conversation to the DeepSeek V4 prompt text (spec/TOKENIZER_CHAT.md §3), byte-identical
 // to llama.cpp's DeepSeek-V4 jinja template plus llama.cpp's tool-result ordering. The result is
 // trusted text: marker strings in it become control tokens when tokenized.
 //
@@ -26,7 +26,7 @@ namespace ds4::chat {
 enum class ThinkingMode { Off, High, Max };
 
 // DeepSeek recommends Think Max only with at least 384K of context; below that DS4 downgrades
-// Max to High (TOKENIZER_CHAT.md §3.1, PRODUCT.md §4.4).
+// Max to High (spec/TOKENIZER_CHAT.md §3.1, spec/PRODUCT.md §4.4).
 inline constexpr int64_t kThinkMaxMinContext = 393216;
 
 // Max with a context below kThinkMaxMinContext becomes High; other modes are unchanged.

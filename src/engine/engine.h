@@ -1,5 +1,5 @@
 // One live timeline over a loaded model, as the CLI's chat loop and the server drive it
-// (PRODUCT.md §3.1 "Session API"): sync() makes the session hold a given token sequence,
+// (spec/PRODUCT.md §3.1 "Session API"): sync() makes the session hold a given token sequence,
 // reusing the longest common prefix it already holds and evaluating only the rest; generate()
 // samples, reports and evaluates tokens until a stop. Not thread-safe: one caller at a time.
 //

@@ -1,4 +1,4 @@
-// Attention core with a per-head sink (ARCHITECTURE.md §3.3.7): one query position, n_head
+// Attention core with a per-head sink (spec/ARCHITECTURE.md §3.3.7): one query position, n_head
 // heads, over a set of shared key/value rows (MQA: one KV vector per row is both key and value).
 #pragma once
 

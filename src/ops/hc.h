@@ -1,4 +1,4 @@
-// Hyper-connections (ARCHITECTURE.md §3.2, §3.4, §3.6): the residual is n_hc streams of n_embd
+// Hyper-connections (spec/ARCHITECTURE.md §3.2, §3.4, §3.6): the residual is n_hc streams of n_embd
 // values; each sublayer reads a weighted mix of the streams (hc_pre) and writes back through a
 // doubly-stochastic (Sinkhorn) stream mixing plus a gated copy of its output (hc_post).
 #pragma once

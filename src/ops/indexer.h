@@ -1,4 +1,4 @@
-// Lightning-indexer scores (ARCHITECTURE.md §3.3.5): how much one query position wants each
+// Lightning-indexer scores (spec/ARCHITECTURE.md §3.3.5): how much one query position wants each
 // compressed indexer row, score[r] = sum_h weight[h] * relu(q_h . key_r), over the rows a
 // ratio-4 layer's top-k then chooses from.
 #pragma once

@@ -120,7 +120,7 @@ struct Product {
 void matmul_shared_input(const float* X, int64_t n_tokens, int64_t cols, std::span<const Product> products,
                          ThreadPool& pool);
 
-// A grouped projection (the attention output, ARCHITECTURE.md §3.3.8): W's rows form `groups`
+// A grouped projection (the attention output, spec/ARCHITECTURE.md §3.3.8): W's rows form `groups`
 // blocks of R = W.rows / groups, and block g sees only slice g of each token's input:
 //   Y[t][g*R + r] = W[g*R + r] . X[t][g*W.cols .. (g+1)*W.cols)
 // X is [n_tokens][groups * W.cols], Y is [n_tokens][W.rows]. Equal, value for value, to a

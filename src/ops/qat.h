@@ -1,4 +1,4 @@
-// Quantisation-aware-training simulations of the official model (ARCHITECTURE.md §3.0).
+// Quantisation-aware-training simulations of the official model (spec/ARCHITECTURE.md §3.0).
 // The published weights were trained with them, so the engine applies them by default; the
 // llama.cpp oracle omits them, so comparisons against it turn them off.
 #pragma once

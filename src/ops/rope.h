@@ -1,4 +1,4 @@
-// Rotary position embedding on the tail of a vector (ARCHITECTURE.md §3.0): interleaved pairs
+// Rotary position embedding on the tail of a vector (spec/ARCHITECTURE.md §3.0): interleaved pairs
 // (ggml "NORM" mode) over the last rope_dim values; optional YaRN frequency blend without any
 // magnitude (mscale) correction.
 #pragma once

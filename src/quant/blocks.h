@@ -1,4 +1,4 @@
-// Byte layouts of the quantized blocks (ggml's formats; ARCHITECTURE.md §2.5). f16 fields are
+// Byte layouts of the quantized blocks (ggml's formats; spec/ARCHITECTURE.md §2.5). f16 fields are
 // stored as raw IEEE half bits (common/half.h converts).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Token sampling from logits (PRODUCT.md §3.1, §4.4): temperature, top-k, top-p, min-p, seed.
+// Token sampling from logits (spec/PRODUCT.md §3.1, §4.4): temperature, top-k, top-p, min-p, seed.
 // Defaults are upstream's: T = 1, top-p = 1, min-p = 0.05, no top-k; temperature <= 0 is greedy.
 //
 // Order: temperature scales the logits; top-k keeps the k largest; min-p keeps tokens whose

@@ -1,4 +1,4 @@
-// Runs one job on the engine (PRODUCT.md §4.6, §4.9, §4.10): prefill through Engine::sync
+// Runs one job on the engine (spec/PRODUCT.md §4.6, §4.9, §4.10): prefill through Engine::sync
 // (only the suffix the live session lacks), with ": prefill" SSE comments as keepalive; then
 // generation, detokenized with StreamDecoder, cut at stop sequences (the last max_len - 1
 // bytes are held back until decided), parsed by OutputParser into reasoning / content / tool

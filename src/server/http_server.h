@@ -1,4 +1,4 @@
-// ds4-server's HTTP front end (PRODUCT.md §4.1, §4.2, §4.10): routes, the request policy
+// ds4-server's HTTP front end (spec/PRODUCT.md §4.1, §4.2, §4.10): routes, the request policy
 // (Host / Origin, API key, media type, CORS), error shapes, and the hand-off of each
 // generation request to the Scheduler. The sockets, deadlines and connection caps are
 // HttpListener's (server/http_listener.h). Handler threads parse, render and tokenize (in

@@ -1,4 +1,4 @@
-// Unguessable identifiers (PRODUCT.md §4.7, §4.9): tool-call ids are a client-visible handle
+// Unguessable identifiers (spec/PRODUCT.md §4.7, §4.9): tool-call ids are a client-visible handle
 // the next request sends back, so they come from the OS CSPRNG (std::random_device reads
 // /dev/urandom or the CPU's RNG on Linux), never from a counter or a seeded generator.
 #pragma once

@@ -1,4 +1,4 @@
-// The four HTTP APIs' request bodies turned into one internal request (PRODUCT.md §4.3, §4.4):
+// The four HTTP APIs' request bodies turned into one internal request (spec/PRODUCT.md §4.3, §4.4):
 // messages for the chat renderer, the tools array in OpenAI form, thinking mode, sampling,
 // limits and streaming options. parse_request() is a pure function of the JSON text (no
 // sockets, no model), so it can be fuzzed; bad input throws RequestError with the HTTP status

@@ -100,7 +100,7 @@ std::string arguments_text(const ojson* v) {
 chat::Role role_of(const std::string& s) {
     try {
         const chat::Role r = chat::role_from_string(s);
-        // Developer text belongs to the system area (PRODUCT.md §4.3).
+        // Developer text belongs to the system area (spec/PRODUCT.md §4.3).
         return r == chat::Role::Developer ? chat::Role::System : r;
     } catch (const Error&) {
         bad(fmt::format("invalid JSON request: unknown message role '{}'", s), "messages");

@@ -30,7 +30,7 @@ const ojson* get_object(const ojson& obj, const char* key);
 std::string content_text(const ojson& v, const char* what);
 // Tool-call arguments arrive as a JSON string or as raw JSON.
 std::string arguments_text(const ojson* v);
-// A message role; developer text belongs to the system area (PRODUCT.md §4.3).
+// A message role; developer text belongs to the system area (spec/PRODUCT.md §4.3).
 chat::Role role_of(const std::string& s);
 // Appends {type:function, function} to `out` and the name to r.tools.
 void add_function_tool(Request& r, ojson& out, const ojson& function, const std::string& ns = {});

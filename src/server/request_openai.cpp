@@ -1,4 +1,4 @@
-// OpenAI Chat Completions and legacy Completions request bodies (PRODUCT.md §4.3).
+// OpenAI Chat Completions and legacy Completions request bodies (spec/PRODUCT.md §4.3).
 #include "server/request_fields.h"
 
 namespace ds4::server::detail {

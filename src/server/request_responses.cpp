@@ -1,4 +1,4 @@
-// OpenAI Responses request bodies (PRODUCT.md §4.3).
+// OpenAI Responses request bodies (spec/PRODUCT.md §4.3).
 #include "server/request_fields.h"
 
 namespace ds4::server::detail {

@@ -1,4 +1,4 @@
-// One engine, many clients (PRODUCT.md §4.1): jobs wait in a FIFO queue and a single worker
+// One engine, many clients (spec/PRODUCT.md §4.1): jobs wait in a FIFO queue and a single worker
 // thread runs them one at a time on the engine. Submitting never blocks on the engine, so the
 // HTTP threads keep accepting; the queue depth is reported in /metrics.
 #pragma once

@@ -1,4 +1,4 @@
-// Turns one generation into an API's response (PRODUCT.md §4.9): the SSE event stream when the
+// Turns one generation into an API's response (spec/PRODUCT.md §4.9): the SSE event stream when the
 // request streams, else the final JSON body. The generation loop (server/generation.h) calls
 // begin() once the prompt is evaluated, event() for each parser event, finish() at the end;
 // each appends the bytes to send to `out` (for a non-streaming request only finish() writes:

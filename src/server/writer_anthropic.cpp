@@ -1,4 +1,4 @@
-// Anthropic Messages shapes (PRODUCT.md §4.9): message_start, content blocks (thinking with a
+// Anthropic Messages shapes (spec/PRODUCT.md §4.9): message_start, content blocks (thinking with a
 // signature, text, tool_use with input_json_delta), message_delta, message_stop.
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-// OpenAI Chat Completions and legacy Completions shapes (PRODUCT.md §4.9).
+// OpenAI Chat Completions and legacy Completions shapes (spec/PRODUCT.md §4.9).
 #include <nlohmann/json.hpp>
 
 #include "server/ids.h"

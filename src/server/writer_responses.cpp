@@ -1,4 +1,4 @@
-// OpenAI Responses shapes (PRODUCT.md §4.9): response.created, optional reasoning summary
+// OpenAI Responses shapes (spec/PRODUCT.md §4.9): response.created, optional reasoning summary
 // item, the message item, one item per function call, then completed / incomplete / failed
 // carrying the whole output. Every event has a sequence_number right after its type.
 #include <nlohmann/json.hpp>

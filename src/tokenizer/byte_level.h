@@ -1,4 +1,4 @@
-// The GPT-2 byte-level alphabet (TOKENIZER_CHAT.md §2.1 step 4): every byte maps to one code
+// The GPT-2 byte-level alphabet (spec/TOKENIZER_CHAT.md §2.1 step 4): every byte maps to one code
 // point, so BPE tokens are strings over 256 printable symbols. Bytes 0x21..0x7E, 0xA1..0xAC
 // and 0xAE..0xFF map to themselves; the other 68, in increasing order, to U+0100..U+0143.
 #pragma once

@@ -1,4 +1,4 @@
-// The "joyai-llm" pre-tokenizer (= "deepseek-v3"; TOKENIZER_CHAT.md §2.1 step 3): three regex
+// The "joyai-llm" pre-tokenizer (= "deepseek-v3"; spec/TOKENIZER_CHAT.md §2.1 step 3): three regex
 // splits with "Isolated" behaviour run in sequence, each on every piece the previous one made:
 //   R1 \p{N}{1,3}   R2 [一-龥぀-ゟ゠-ヿ]+   R3 the six-alternative GPT-style word pattern.
 // Real Unicode semantics through PCRE2 (UTF + UCP), with \s/\S spelled out as the Unicode

@@ -1,4 +1,4 @@
-// Byte-level BPE tokenizer of DeepSeek V4 from GGUF metadata (TOKENIZER_CHAT.md §1, §2):
+// Byte-level BPE tokenizer of DeepSeek V4 from GGUF metadata (spec/TOKENIZER_CHAT.md §1, §2):
 // tokenizer.ggml.tokens / token_type / merges, model "gpt2", pre "joyai-llm".
 //
 // encode(text, Special::Plain) treats every byte as text: control-token strings in user text

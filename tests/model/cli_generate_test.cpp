@@ -161,7 +161,7 @@ TEST_F(CliGenerate, UserTypedMarkersStayPlainText) {
     EXPECT_EQ(ids_of(t.out).back(), 128821);
 }
 
-// PRODUCT.md §10.2: the vectors were rendered with an empty system prompt and thinking off.
+// spec/PRODUCT.md §10.2: the vectors were rendered with an empty system prompt and thinking off.
 TEST_F(CliGenerate, OfficialVectorPromptsHaveTheOfficialTokenCounts) {
     const auto counts = nlohmann::json::parse(read_file((kDataDir / "official_prompt_tokens.json").string()));
     ASSERT_EQ(counts.size(), 5u);

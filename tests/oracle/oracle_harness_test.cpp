@@ -1,4 +1,4 @@
-// The harness's own consistency on a tiny all-F32 model (ORACLE.md "Settings that make it an
+// The harness's own consistency on a tiny all-F32 model (spec/ORACLE.md "Settings that make it an
 // exact oracle"): prefill, one-token decode and chunked prefill agree, repeat runs and thread
 // counts are bit-identical, and capturing experts / indexer rows neither changes the logits
 // nor records anything impossible.
@@ -29,7 +29,7 @@ constexpr int kExpertsUsed = 2;
 constexpr int kIndexerTopK = 4;
 constexpr int kTokens = 300;  // > 2 x 128, so every ratio-128 layer gets compressed rows
 
-// Prefill vs decode on F32: ORACLE.md measured 1.3e-5 absolute, 4e-6 relative to the logit
+// Prefill vs decode on F32: spec/ORACLE.md measured 1.3e-5 absolute, 4e-6 relative to the logit
 // standard deviation, on a 600-token model. We hold the relative error to 1e-5 (the defaults
 // this setting avoids, F16 KV + flash attention, drift by ~1e-2).
 constexpr double kF32RelTol = 1e-5;

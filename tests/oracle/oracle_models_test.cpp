@@ -1,6 +1,6 @@
 // llama.cpp loads what ds4-gguf-gen writes, for several shapes and quant mixes, and returns
 // finite, non-degenerate logits (issue 2 acceptance). For the quantized mixes the test also
-// prints the oracle's own prefill-vs-decode distance, the yardstick ORACLE.md holds our
+// prints the oracle's own prefill-vs-decode distance, the yardstick spec/ORACLE.md holds our
 // engine to on quantized models.
 #include <gtest/gtest.h>
 
@@ -109,7 +109,7 @@ TEST_P(OracleModels, LoadsAndReturnsFiniteLogits) {
         ASSERT_EQ(d.exit_code, 0) << d.output;
         const CompareSummary s = compare_logits(logits, load_logits(dec, c.vocab), 1e-3);
         std::cout << c.name << " prefill vs decode: " << describe(s) << '\n';
-        // Only the gross failure is an error here: ORACLE.md measured that quantized models
+        // Only the gross failure is an error here: spec/ORACLE.md measured that quantized models
         // legitimately drift apart once a routing decision flips.
         EXPECT_LT(s.median_rel_err, 1.0);
     }

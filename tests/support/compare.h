@@ -1,5 +1,5 @@
 // Comparison of two logits sequences (reference = the oracle, test = our engine or another
-// oracle run), position by position, with the distances ORACLE.md talks about.
+// oracle run), position by position, with the distances spec/ORACLE.md talks about.
 //
 // Logits files are raw little-endian float32 [n_tokens][n_vocab] (what ds4-oracle --out and
 // ds4 --dump-logits-f32 write); n_vocab is not stored and must be given.
@@ -54,7 +54,7 @@ struct CompareSummary {
 };
 
 // Compares every position; ref and test must have the same n_vocab and n_tokens (else
-// ds4::Error). tol is relative to each position's ref_std (ORACLE.md uses 1e-3).
+// ds4::Error). tol is relative to each position's ref_std (spec/ORACLE.md uses 1e-3).
 CompareSummary compare_logits(const Logits& ref, const Logits& test, double tol);
 
 // One line for test logs, e.g. "300 positions: worst |d| 2.9e-06 (rel 2.9e-06 at 17), ...".

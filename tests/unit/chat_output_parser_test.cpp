@@ -1,4 +1,4 @@
-// Output parser: golden cases (expected values written by hand from TOKENIZER_CHAT.md §4 and
+// Output parser: golden cases (expected values written by hand from spec/TOKENIZER_CHAT.md §4 and
 // llama.cpp's tests/test-chat.cpp V4 cases), and streaming invariance: the same output split at
 // every byte boundary (and fed byte by byte) gives the same events.
 #include "chat/output_parser.h"

@@ -37,7 +37,7 @@ TEST(ChatRender, MatchesJinjaGoldens) {
 }
 
 TEST(ChatRender, SpecExampleOneLiteral) {
-    // TOKENIZER_CHAT.md §3.4 Ex 1, written out by hand.
+    // spec/TOKENIZER_CHAT.md §3.4 Ex 1, written out by hand.
     RenderOptions o;
     o.thinking = ThinkingMode::Off;
     EXPECT_EQ(render({msg(Role::System, "You are a helpful assistant."), msg(Role::User, "Hi!")}, o),

@@ -99,7 +99,7 @@ TEST_F(GgufGen, TinyIsDeterministicAndValid) {
     EXPECT_EQ(c.n_embd, 256u);
     EXPECT_EQ(c.expert_ff, 256u);
     EXPECT_EQ(c.n_vocab, 512u);
-    EXPECT_NE(c.head_dim, c.indexer_dim);  // the llama.cpp Hadamard trap (ORACLE.md)
+    EXPECT_NE(c.head_dim, c.indexer_dim);  // the llama.cpp Hadamard trap (spec/ORACLE.md)
     EXPECT_NE(c.head_dim, 128u);
     EXPECT_GE(c.indexer_dim, 64u);         // smallest Hadamard llama.cpp builds
     EXPECT_EQ(f->get_string("tokenizer.ggml.model"), "none");
@@ -227,7 +227,7 @@ TEST_F(GgufGen, SparseFlashHasTheRealSizeAndNoData) {
     const std::string path = make("flash.gguf", "--preset flash --sparse");
     struct stat sb {};
     ASSERT_EQ(stat(path.c_str(), &sb), 0);
-    // ORACLE.md: the published q2 layout loads as 80.8 GiB.
+    // spec/ORACLE.md: the published q2 layout loads as 80.8 GiB.
     EXPECT_NEAR(double(sb.st_size) / double(1ull << 30), 80.76, 0.01);
     EXPECT_LT(uint64_t(sb.st_blocks) * 512, 64ull << 20) << "not sparse";
     auto f = gguf::File::open(path);
@@ -366,10 +366,10 @@ TEST_F(GgufGen, RealVocabularyInV4Layout) {
     ASSERT_TRUE(tokens && types && merges);
     ASSERT_EQ(tokens->elems.size(), 129280u);
     ASSERT_EQ(types->elems.size(), 129280u);
-    EXPECT_EQ(merges->elems.size(), 127741u);  // TOKENIZER_CHAT.md §1.1
+    EXPECT_EQ(merges->elems.size(), 127741u);  // spec/TOKENIZER_CHAT.md §1.1
     auto tok = [&](size_t id) { return std::get<std::string>(tokens->elems[id]); };
     auto type = [&](size_t id) { return *types->elem_int(id); };
-    // TOKENIZER_CHAT.md §1.1-1.2: ids and the llama.cpp token types.
+    // spec/TOKENIZER_CHAT.md §1.1-1.2: ids and the llama.cpp token types.
     EXPECT_EQ(tok(0), "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
     EXPECT_EQ(tok(1), "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>");
     EXPECT_EQ(tok(3), "!");

@@ -85,7 +85,7 @@ TEST(ModelConfig, MetadataIsThePublishedKeySet) {
     const KV kv = ModelConfig::flash().metadata();
     std::set<std::string> keys;
     for (const auto& [k, v] : kv) EXPECT_TRUE(keys.insert(k).second) << "duplicate " << k;
-    // ARCHITECTURE.md §1.2 (DS4-checked keys, context_length, expert_gating_func, the yarn
+    // spec/ARCHITECTURE.md §1.2 (DS4-checked keys, context_length, expert_gating_func, the yarn
     // type) plus general.architecture / general.name.
     const std::vector<std::string> suffixes = {
         "block_count", "context_length", "embedding_length", "vocab_size",
@@ -110,7 +110,7 @@ TEST(ModelConfig, MetadataIsThePublishedKeySet) {
             if (p.first == k) return p.second;
         throw std::runtime_error("missing " + k);
     };
-    // Types llama.cpp insists on (ORACLE.md): context_length u32, gating func 4.
+    // Types llama.cpp insists on (spec/ORACLE.md): context_length u32, gating func 4.
     EXPECT_EQ(get("deepseek4.context_length").type, ValueType::UINT32);
     EXPECT_EQ(*get("deepseek4.context_length").as_uint(), 1048576u);
     EXPECT_EQ(*get("deepseek4.expert_gating_func").as_uint(), 4u);

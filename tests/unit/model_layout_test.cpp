@@ -1,5 +1,5 @@
-// Tensor layout: the Flash layout against the published file's facts (ARCHITECTURE.md §2,
-// ORACLE.md: 1328 tensors, 284.3B parameters, 80.8 GiB as q2), general shapes, classes, and
+// Tensor layout: the Flash layout against the published file's facts (spec/ARCHITECTURE.md §2,
+// spec/ORACLE.md: 1328 tensors, 284.3B parameters, 80.8 GiB as q2), general shapes, classes, and
 // validate_tensors() on files with one thing wrong.
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ using Ne = std::vector<int64_t>;
 TEST(ModelLayout, FlashMatchesThePublishedFile) {
     const ModelConfig c = ModelConfig::flash();
     const auto layout = tensor_layout(c);
-    EXPECT_EQ(layout.size(), 1328u);  // ORACLE.md: the published q2 layout has 1328 tensors
+    EXPECT_EQ(layout.size(), 1328u);  // spec/ORACLE.md: the published q2 layout has 1328 tensors
     uint64_t params = 0, bytes = 0;
     const TypeRecipe q2 = TypeRecipe::flash_q2();
     for (const auto& s : layout) {

@@ -1,4 +1,4 @@
-// The QAT simulations against their definitions (ARCHITECTURE.md §3.0), written here
+// The QAT simulations against their definitions (spec/ARCHITECTURE.md §3.0), written here
 // independently: E4M3FN values decoded from their bit patterns, E2M1 from its table.
 #include "ops/qat.h"
 

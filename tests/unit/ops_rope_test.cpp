@@ -16,7 +16,7 @@ TEST(Rope, PlainFrequencies) {
 }
 
 TEST(Rope, FlashYarnBlend) {
-    // ARCHITECTURE.md §3.0: ramp bounds 15 and 25; pairs <= 15 unscaled, >= 25 divided by 16.
+    // spec/ARCHITECTURE.md §3.0: ramp bounds 15 and 25; pairs <= 15 unscaled, >= 25 divided by 16.
     RopeParams p{64, 160000.0f, true, 16.0f, 65536.0f, 32.0f, 1.0f};
     Rope r(p);
     for (int i = 0; i < 32; ++i) {

@@ -1,4 +1,4 @@
-// IQ2_XXS: the byte layout of ARCHITECTURE.md §2.5, dot kernels (scalar against the exact sum,
+// IQ2_XXS: the byte layout of spec/ARCHITECTURE.md §2.5, dot kernels (scalar against the exact sum,
 // SIMD against scalar) and the reference quantizer's properties. Agreement with ggml itself is
 // in tests/oracle/quant_iq2_xxs_oracle_test.cpp.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Q2_K: the byte layout of ARCHITECTURE.md §2.5, dot kernels (scalar against the exact sum,
+// Q2_K: the byte layout of spec/ARCHITECTURE.md §2.5, dot kernels (scalar against the exact sum,
 // SIMD against scalar) and the reference quantizer's properties. Agreement with ggml itself is
 // in tests/oracle/quant_q2_k_oracle_test.cpp.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The joyai-llm pre-tokenizer's pieces (TOKENIZER_CHAT.md §2.1 step 3 and its worked examples).
+// The joyai-llm pre-tokenizer's pieces (spec/TOKENIZER_CHAT.md §2.1 step 3 and its worked examples).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,4 +1,4 @@
-// ds4-bench: throughput at context frontiers (PRODUCT.md §3.5). Loads the model once, walks a
+// ds4-bench: throughput at context frontiers (spec/PRODUCT.md §3.5). Loads the model once, walks a
 // fixed token sequence with incremental prefill, probes greedy decode at every frontier from
 // a KV snapshot, and reports upstream's CSV columns plus a table on stdout.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Command-line options of ds4-bench (PRODUCT.md §3.5): the model, the token sequence (text
+// Command-line options of ds4-bench (spec/PRODUCT.md §3.5): the model, the token sequence (text
 // tokenized raw, or exact ids for models without a vocabulary), the frontier shape and the
 // runtime settings of the Session it drives.
 #pragma once

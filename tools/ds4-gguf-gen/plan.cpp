@@ -24,7 +24,7 @@ namespace {
 // tokens) in a few tens of MB of F32. n_embd and ff are 256-multiples so embd, output, hc,
 // router, shared and expert tensors also take the 256-value K/IQ formats; the rest have
 // 32-multiple rows (q8_0/mxfp4 work everywhere). head_dim 96 != indexer_dim 64 avoids
-// llama.cpp applying the indexer's Hadamard rotation to the main KV (ORACLE.md), and
+// llama.cpp applying the indexer's Hadamard rotation to the main KV (spec/ORACLE.md), and
 // indexer_dim >= 64 is the smallest Hadamard size llama.cpp builds.
 ModelConfig tiny() {
     ModelConfig c;

@@ -55,7 +55,7 @@ void random_block(TensorType t, Rng& rng, float d, uint8_t* out) {
             BlockQ4_K b;
             fill_random(rng, b.qs, sizeof b.qs);
             fill_random(rng, b.scales, sizeof b.scales);
-            // 6-bit (scale, min) pairs packed as in ARCHITECTURE.md §2.5; min_j = scale_j for
+            // 6-bit (scale, min) pairs packed as in spec/ARCHITECTURE.md §2.5; min_j = scale_j for
             // every sub-block: bytes 4..7 repeat bytes 0..3, bytes 8..11 repeat their nibble.
             for (int j = 0; j < 4; ++j) b.scales[j + 4] = b.scales[j];
             for (int j = 8; j < 12; ++j) b.scales[j] = uint8_t((b.scales[j] & 15) | (b.scales[j] & 15) << 4);

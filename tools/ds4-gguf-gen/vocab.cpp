@@ -15,7 +15,7 @@ namespace ds4::gen {
 
 namespace {
 
-// Tokens V4 added after the V3 ids, at their V4 ids (TOKENIZER_CHAT.md §1.2, §5.1). The
+// Tokens V4 added after the V3 ids, at their V4 ids (spec/TOKENIZER_CHAT.md §1.2, §5.1). The
 // other ids >= 128815 are unknown and stay UNUSED.
 struct V4Token {
     uint32_t id;

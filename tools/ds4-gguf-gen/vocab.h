@@ -1,4 +1,4 @@
-// The tokenizer metadata of a generated model (TOKENIZER_CHAT.md §1, §5.1).
+// The tokenizer metadata of a generated model (spec/TOKENIZER_CHAT.md §1, §5.1).
 //
 // Random models carry tokenizer.ggml.model = "none" (token ids only; llama.cpp sizes its dummy
 // vocabulary from deepseek4.vocab_size). With the real vocabulary the file carries the

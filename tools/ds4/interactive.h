@@ -1,4 +1,4 @@
-// ds4 without -p: the interactive chat (PRODUCT.md §3.2). A real multi-turn conversation over
+// ds4 without -p: the interactive chat (spec/PRODUCT.md §3.2). A real multi-turn conversation over
 // one live KV session: each turn appends the closing EOS of the previous reply and the new
 // user turn to the transcript, so only that suffix is prefilled. Commands:
 //   /help  /think  /think-max  /nothink  /ctx N (restart with a new context)  /read FILE

@@ -1,5 +1,5 @@
 // Reading the interactive chat's input lines. On a terminal: libedit line editing with a
-// persistent history (PRODUCT.md §3.2: ~/.ds4_history, 512 entries); otherwise plain lines from
+// persistent history (spec/PRODUCT.md §3.2: ~/.ds4_history, 512 entries); otherwise plain lines from
 // stdin, so the chat can be scripted through a pipe.
 //
 // The history file is replaced whole after each line (common/file_io.h: AtomicFile), never

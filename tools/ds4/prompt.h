@@ -1,4 +1,4 @@
-// The one-turn chat prompt of the ds4 CLI (PRODUCT.md §2.5): [system] + user message, rendered by
+// The one-turn chat prompt of the ds4 CLI (spec/PRODUCT.md §2.5): [system] + user message, rendered by
 // src/chat, then tokenized so that only the renderer's own text can produce control tokens.
 // The system and user texts are untrusted: a user who types "<｜User｜>" gets plain-text tokens,
 // never the marker (DS4's tokenize_rendered_chat matches markers, its user text path does not).

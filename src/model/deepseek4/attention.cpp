@@ -1,4 +1,4 @@
-// The attention sublayer (ARCHITECTURE.md §3.3): q low-rank path, the shared KV row, the
+// The attention sublayer (spec/ARCHITECTURE.md §3.3): q low-rank path, the shared KV row, the
 // compressors and the lightning indexer, sink attention over raw + compressed rows, inverse
 // RoPE and the grouped output projection.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The KV compressor of ratio-4 and ratio-128 layers (ARCHITECTURE.md §3.3.4, §4.1): pools
+// The KV compressor of ratio-4 and ratio-128 layers (spec/ARCHITECTURE.md §3.3.4, §4.1): pools
 // every `ratio` tokens of projected KV into one compressed row, with a per-channel softmax over
 // the tokens' gate scores. Ratio 4 pools overlapping windows: each token's projection has two
 // halves, the first serving the NEXT window, the second its own.

@@ -1,4 +1,4 @@
-// The deepseek4 model configuration: every hyperparameter of ARCHITECTURE.md §1.2 / §3.9, read
+// The deepseek4 model configuration: every hyperparameter of spec/ARCHITECTURE.md §1.2 / §3.9, read
 // from (and written to) GGUF metadata. Nothing here is hard-coded to the Flash shape; flash()
 // only supplies the published values as a starting point for generators and tests.
 //

@@ -1,4 +1,4 @@
-// The forward pass (ARCHITECTURE.md §3, §3.7 of the spec; docs/ARCHITECTURE.md): embedding and
+// The forward pass (spec/ARCHITECTURE.md §3, §3.7; docs/ARCHITECTURE.md): embedding and
 // HC expansion, then per layer the attention sublayer (attention.cpp) and the MoE sublayer
 // (moe.cpp), then the HC output head.
 //

@@ -1,4 +1,4 @@
-// The tensors a deepseek4 configuration implies (ARCHITECTURE.md §2.2-2.3): GGUF name, GGUF
+// The tensors a deepseek4 configuration implies (spec/ARCHITECTURE.md §2.2-2.3): GGUF name, GGUF
 // shape ne (ne[0] contiguous), the layer, and a tensor CLASS. Classes group tensors that take
 // the same storage type in a quantization recipe (the generator's and the quantizer's
 // `--type CLASS=TYPE`); Norm and Tid2Eid are fixed (F32 / I32) in every published file.

@@ -1,5 +1,5 @@
 // DeepSeek V4 (GGUF architecture "deepseek4") on the CPU: the loaded, validated model
-// (ARCHITECTURE.md of the spec; docs/ARCHITECTURE.md) behind the family-neutral interface of
+// (spec/ARCHITECTURE.md; docs/ARCHITECTURE.md) behind the family-neutral interface of
 // model/model.h.
 //
 //   auto m = deepseek4::Model::load("ds4flash.gguf", {.threads = 2});

@@ -1,4 +1,4 @@
-// The MoE sublayer (ARCHITECTURE.md §3.5): hash routing (tid2eid) on the first layers, biased
+// The MoE sublayer (spec/ARCHITECTURE.md §3.5): hash routing (tid2eid) on the first layers, biased
 // sqrt-softplus top-k elsewhere, normalised and scaled routing weights, routed experts and the
 // shared expert with the asymmetric SwiGLU clamp.
 //

@@ -1,7 +1,7 @@
 // Activation quantizers: the Q8_0 and Q8_K blocks the quantized dot products take.
 //
 // Both must be bit-identical to what the oracle's CPU backend produces on x86 (its
-// type_traits_cpu from_float), or the dot products see different inputs (ORACLE.md):
+// type_traits_cpu from_float), or the dot products see different inputs (spec/ORACLE.md):
 // - Q8_0 (ggml-cpu/arch/x86 quantize_row_q8_0): d = amax/127 stored as f16,
 //   q = round-half-even(x * (127/amax)). Note 127/amax, not 1/d, and ties to even: this is
 //   NOT the weight quantizer (q8_0/q8_0.cpp), which follows ggml's reference (1/d, ties away).

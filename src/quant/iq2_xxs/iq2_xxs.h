@@ -1,4 +1,4 @@
-// IQ2_XXS weights (ARCHITECTURE.md §2.5): 256 values per 66-byte block. Per 32 values, 8 bytes:
+// IQ2_XXS weights (spec/ARCHITECTURE.md §2.5): 256 values per 66-byte block. Per 32 values, 8 bytes:
 // a u32 of four codebook indices (one per 8 values, into kIq2xxsGrid) and a u32 holding four
 // 7-bit sign fields (bits 7k..7k+6; the 8th sign is their parity, so negatives come in pairs)
 // and a 4-bit scale l in bits 28..31. Value = d * (2l+1)/8 * grid magnitude * sign.

@@ -1,4 +1,4 @@
-// Q2_K weights (ARCHITECTURE.md §2.5): 256 values per 84-byte block, 2-bit codes with a 4-bit
+// Q2_K weights (spec/ARCHITECTURE.md §2.5): 256 values per 84-byte block, 2-bit codes with a 4-bit
 // scale and 4-bit min per 16 values. Dots take Q8_K activations. The kernels below are what
 // kQ2_KFormat lists; tests reach them through format_ops().
 #pragma once

@@ -1,4 +1,4 @@
-// Q4_K weights (ARCHITECTURE.md §2.5): 256 values per 144-byte block, 4-bit codes with a
+// Q4_K weights (spec/ARCHITECTURE.md §2.5): 256 values per 144-byte block, 4-bit codes with a
 // 6-bit scale and 6-bit min per 32 values. Dots take Q8_K activations. The kernels below are
 // what kQ4_KFormat lists; tests reach them through format_ops().
 #pragma once

@@ -1,4 +1,4 @@
-// Q8_0 weights: 32 int8 codes and an f16 scale per block (ARCHITECTURE.md §2.5).
+// Q8_0 weights: 32 int8 codes and an f16 scale per block (spec/ARCHITECTURE.md §2.5).
 #include "quant/q8_0/q8_0.h"
 
 #include <cmath>

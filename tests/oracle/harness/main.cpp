@@ -1,5 +1,5 @@
 // ds4-oracle: runs a deepseek4 GGUF through the llama.cpp oracle (the prebuilt libraries in
-// .cache/oracle/bin) with the settings of ORACLE.md that make it exact, and writes the logits
+// .cache/oracle/bin) with the settings of spec/ORACLE.md that make it exact, and writes the logits
 // of every position as raw little-endian float32 [n_tokens][n_vocab]. Test-only; see
 // docs/ORACLE_HARNESS.md.
 //
@@ -113,7 +113,7 @@ int run(const Options& o) {
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     mp.load_mode = LLAMA_LOAD_MODE_MMAP;
-    mp.use_extra_bufts = false;  // no weight repacking: it changes numerics (ORACLE.md)
+    mp.use_extra_bufts = false;  // no weight repacking: it changes numerics (spec/ORACLE.md)
     std::unique_ptr<llama_model, void (*)(llama_model*)> model(
         llama_model_load_from_file(o.model.c_str(), mp), &llama_model_free);
     if (!model) fail(fmt::format("{}: llama.cpp could not load the model (--verbose shows its log)", o.model));
@@ -136,7 +136,7 @@ int run(const Options& o) {
     cp.n_seq_max = 1;
     cp.n_threads = o.threads;
     cp.n_threads_batch = o.threads;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;  // exact settings of ORACLE.md
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;  // exact settings of spec/ORACLE.md
     cp.type_k = GGML_TYPE_F32;
     cp.type_v = GGML_TYPE_F32;
     cp.no_perf = true;

