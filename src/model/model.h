@@ -164,7 +164,7 @@ struct OpenOptions {
     gguf::File::Load load = gguf::File::Load::Map;
     // Layers to hold; unset = the whole model. Parsed with LayerRange::parse once n_layer is
     // known (e.g. "0:20", "21:output").
-    std::string layers;
+    std::string layers = "";
 };
 
 // Opens a GGUF as the model family its general.architecture names ("deepseek4"). Throws

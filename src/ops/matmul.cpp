@@ -24,6 +24,7 @@ constexpr size_t kActBlockBytes = 256 * 1024;
 constexpr size_t kItemRowBytes = 4096 * 1024, kItemRowBytesBatch = 256 * 1024;
 constexpr size_t kItemRowBytesBlocked = 1024 * 1024;
 constexpr double kInlineWork = 256 * 1024;
+constexpr int64_t kStreamedTokens = 8;
 
 struct Item {
     size_t job;
@@ -113,6 +114,10 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
     std::vector<quant::MultiDotFn> multis(n_jobs);
     std::vector<Item> items;
     double work = 0;
+    // A few rows per job (decode, or the decode rows of a few sequences batched together):
+    // streamed like decode, each thread through its own contiguous run of large items.
+    bool streamed = true;
+    for (size_t i = 0; i < n_jobs; ++i) streamed = streamed && jobs[i].n_tokens <= kStreamedTokens;
     for (size_t i = 0; i < n_jobs; ++i) {
         const MatmulJob& j = jobs[i];
         check_job(j);
@@ -125,7 +130,7 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
         const int64_t per_block = std::max<int64_t>(1, int64_t(kActBlockBytes / act_bytes));
         const int64_t t_blocks = (j.n_tokens + per_block - 1) / per_block;
         const int64_t tb = (j.n_tokens + t_blocks - 1) / t_blocks;  // balanced token blocks
-        const size_t item_bytes = j.n_tokens == 1                              ? kItemRowBytes
+        const size_t item_bytes = j.n_tokens == 1 || streamed                  ? kItemRowBytes
                                   : quant::multi_dot_blocks_rows(j.W.type) ? kItemRowBytesBlocked
                                                                            : kItemRowBytesBatch;
         int64_t rows_per_item = std::max<int64_t>(4, int64_t(item_bytes / j.W.row_bytes));
@@ -149,7 +154,7 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
     };
     if (pool.size() == 1 || work < kInlineWork) {
         for (size_t i = 0; i < items.size(); ++i) run(i);
-    } else if (decode) {
+    } else if (streamed) {
         // Decode: thread k owns the k-th contiguous run of the items and takes them front to
         // back, so it streams consecutive rows (its prefetch reaches into its own next item,
         // in pages it has just touched: a thread's first touch of a matrix measured 9-11 us

@@ -1,4 +1,4 @@
-// ds4-server: the OpenAI / Anthropic compatible HTTP server (PRODUCT.md §3.3, §4, §9.2).
+// ds4-server: the OpenAI / Anthropic compatible HTTP server (spec/PRODUCT.md §3.3, §4, §9.2).
 // One model, one live session; requests queue for it (src/server/scheduler.h).
 #include <CLI/CLI.hpp>
 
@@ -127,21 +127,21 @@ int main(int argc, char** argv) {
     auto* ctx = app.add_option("-c,--ctx", o.ctx,
                                "Context size in tokens (default 32768, or the model's trained "
                                "context when that is smaller)")
-        ->check(CLI::PositiveNumber)->group("Model and runtime");
+        ->check(ds4::cli_checks::at_least(1))->group("Model and runtime");
     app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
         ->check(ds4::cli_checks::thread_count())->group("Model and runtime");
     app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
-        ->check(CLI::PositiveNumber)->group("Model and runtime");
+        ->check(ds4::cli_checks::at_least(1))->group("Model and runtime");
     app.add_option("--rewind-slack", o.rewind_slack,
                    "Positions the live session can rewind in O(1) when a request diverges from "
                    "it (default 4096)")
-        ->check(CLI::NonNegativeNumber)->group("Model and runtime");
+        ->check(ds4::cli_checks::at_least(0))->group("Model and runtime");
     app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
                  "Turn off the FP8 KV / FP4 indexer simulations")->group("Model and runtime");
     app.add_option("-n,--tokens", o.server.default_max_tokens,
                    "Default max output tokens when a client sends none (default 393216; always "
                    "capped by the free context)")
-        ->check(CLI::PositiveNumber)->group("Model and runtime");
+        ->check(ds4::cli_checks::at_least(1))->group("Model and runtime");
     app.add_option("--host", o.server.host, "Listen address (default 127.0.0.1; localhost = 127.0.0.1)")
         ->group("HTTP API");
     app.add_option("--port", o.server.port,
