@@ -112,6 +112,7 @@ void StateReader::bad(const std::string& why) const { fail("{}: byte {}: {}", na
 void StateReader::get(void* p, size_t n, const char* what) {
     if (n > b_.size() - at_) bad(fmt::format("truncated: {} needs {} bytes, {} left", what, n, b_.size() - at_));
     if (section_end_ && at_ + n > section_end_) bad(fmt::format("{} runs past the end of its layer section", what));
+    if (n == 0) return;  // (p may be null: an empty vector's data())
     std::memcpy(p, b_.data() + at_, n);
     at_ += n;
 }

@@ -1,4 +1,4 @@
-// A DeepSeek V4 timeline's state (ARCHITECTURE.md §4.1 of the spec; docs/ARCHITECTURE.md):
+// A DeepSeek V4 timeline's state (spec/ARCHITECTURE.md §4.1; docs/ARCHITECTURE.md):
 // per layer of the model's range, the raw sliding window, the compressed attention rows, the
 // indexer's compressed rows and the compressors' open windows.
 #pragma once
@@ -13,6 +13,7 @@
 #include "model/deepseek4/config.h"
 #include "model/deepseek4/weights.h"
 #include "model/model.h"
+#include "model/state_file.h"
 
 namespace ds4::deepseek4 {
 
@@ -51,6 +52,12 @@ struct LayerState {
     int64_t n_index_comp = 0;
     CompressorState compressor, index_compressor;
 };
+
+// A layer's section of a state file (docs/STATE_FORMAT.md; state_sections.cpp), for a sequence
+// at position `pos`. read_layer_section fills a fresh LayerState (sized for a context of at
+// least pos) and throws ds4::Error, through the reader, on anything inconsistent.
+void write_layer_section(model::StateWriter& w, const LayerState& L, int64_t pos);
+void read_layer_section(model::StateReader& r, uint32_t il, int64_t pos, LayerState& L);
 
 class Sequence final : public model::Sequence {
 public:
