@@ -7,14 +7,15 @@
 #include <optional>
 
 namespace ds4::server {
-namespace {
 
-std::string lower(std::string_view s) {
+std::string ascii_lower(std::string_view s) {
     std::string out(s);
     for (char& c : out)
         if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
     return out;
 }
+
+namespace {
 
 // An IP literal in binary form (family, 16 bytes), or nullopt for a name.
 struct Ip {
@@ -40,7 +41,7 @@ bool is_wildcard(const Ip& ip) {
 }  // namespace
 
 bool is_loopback_host(std::string_view host) {
-    std::string h = lower(host);
+    std::string h = ascii_lower(host);
     if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
     if (h == "localhost") return true;
     const auto ip = parse_ip(h);
@@ -57,14 +58,14 @@ std::string host_name(std::string_view v) {
         if (close == std::string_view::npos) return {};
         const std::string_view rest = v.substr(close + 1);
         if (!rest.empty() && rest.front() != ':') return {};
-        return lower(v.substr(1, close - 1));
+        return ascii_lower(v.substr(1, close - 1));
     }
     const size_t colon = v.find(':');
     if (colon != std::string_view::npos && v.find(':', colon + 1) != std::string_view::npos) return {};
     const std::string_view name = v.substr(0, colon);
     for (char c : name)
         if (c <= ' ' || c == '/' || c == '@' || c == '\\' || uint8_t(c) >= 0x7f) return {};
-    return lower(name);
+    return ascii_lower(name);
 }
 
 bool host_allowed(const HostPolicy& policy, std::string_view host_header) {
@@ -73,7 +74,7 @@ bool host_allowed(const HostPolicy& policy, std::string_view host_header) {
     if (name.back() == '.') name.pop_back();  // "localhost." is localhost
     if (name == "localhost") return true;
     for (const auto& a : policy.allowed)
-        if (lower(a) == name) return true;
+        if (ascii_lower(a) == name) return true;
     const auto ip = parse_ip(name);
     if (!ip) return false;
     std::string bound = policy.bound;
@@ -87,7 +88,7 @@ bool host_allowed(const HostPolicy& policy, std::string_view host_header) {
 bool origin_allowed(const HostPolicy& policy, std::string_view origin) {
     const size_t scheme = origin.find("://");
     if (scheme == std::string_view::npos) return false;
-    const std::string s = lower(origin.substr(0, scheme));
+    const std::string s = ascii_lower(origin.substr(0, scheme));
     if (s != "http" && s != "https") return false;
     std::string_view rest = origin.substr(scheme + 3);
     if (const size_t slash = rest.find('/'); slash != std::string_view::npos) rest = rest.substr(0, slash);

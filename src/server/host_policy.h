@@ -12,6 +12,9 @@
 
 namespace ds4::server {
 
+// ASCII lower case (header names, host names and schemes compare case-insensitively).
+std::string ascii_lower(std::string_view s);
+
 struct HostPolicy {
     std::string bound;                  // the address the listener is bound to
     std::vector<std::string> allowed;   // --allowed-host names (any case)

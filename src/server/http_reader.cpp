@@ -1,4 +1,5 @@
 #include "server/http_reader.h"
+#include "server/host_policy.h"
 
 #include <fmt/format.h>
 
@@ -14,12 +15,6 @@ namespace http = boost::beast::http;
 
 namespace {
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out)
-        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
-    return out;
-}
 
 const std::string kEmpty;
 
@@ -85,7 +80,7 @@ HttpRequestReader::State HttpRequestReader::header_done() {
     request_.path = request_.target.substr(0, request_.target.find('?'));
     request_.version = int(m.version());
     request_.headers.reserve(fields);
-    for (const auto& f : m) request_.headers.emplace_back(lower(sv(f.name_string())), std::string(sv(f.value())));
+    for (const auto& f : m) request_.headers.emplace_back(ascii_lower(sv(f.name_string())), std::string(sv(f.value())));
     const bool has_length = bool(parser_->p.content_length());
     const bool chunked = parser_->p.chunked();
     // Without a length or chunked framing a request has no body (RFC 9112 §6.3): for the
@@ -94,7 +89,7 @@ HttpRequestReader::State HttpRequestReader::header_done() {
     if (!has_length && !chunked &&
         (request_.method == "POST" || request_.method == "PUT" || request_.method == "PATCH"))
         return fail(411, "Content-Length required (or Transfer-Encoding: chunked)");
-    expects_continue_ = request_.version == 11 && lower(request_.header("expect")) == "100-continue" &&
+    expects_continue_ = request_.version == 11 && ascii_lower(request_.header("expect")) == "100-continue" &&
                         (chunked || parser_->p.content_length().value_or(0) > 0);
     state_ = State::Body;
     return state_;

@@ -13,18 +13,14 @@
 #include "model/deepseek4/model.h"
 #include "model/session.h"
 #include "tokenizer/tokenizer.h"
+#include "support/tiny_model.h"
 #include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {
 
-std::string generate(const oracle::TempDir& dir, const std::string& name, std::vector<std::string> args) {
-    const std::string path = dir.file(name);
-    std::vector<std::string> argv = {oracle::binary("ds4-gguf-gen"), "-q", "-o", path};
-    argv.insert(argv.end(), args.begin(), args.end());
-    const auto r = oracle::run_command(argv);
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return path;
+std::string generate(const oracle::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
+    return oracle::generate_model(dir, name, args);
 }
 
 class State : public ::testing::Test {

@@ -1,5 +1,7 @@
 #include "support/tiny_model.h"
 
+#include "common/error.h"
+
 namespace ds4::oracle {
 
 RunResult write_tiny_model(const std::string& path, const std::vector<std::string>& extra) {
@@ -8,6 +10,15 @@ RunResult write_tiny_model(const std::string& path, const std::vector<std::strin
     argv.push_back("-o");
     argv.push_back(path);
     return run_command(argv);
+}
+
+std::string generate_model(const TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
+    const std::string path = dir.file(name);
+    std::vector<std::string> argv = {binary("ds4-gguf-gen"), "-q", "-o", path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const RunResult r = run_command(argv);
+    if (r.exit_code != 0) fail("ds4-gguf-gen failed ({}): {}", r.exit_code, r.output);
+    return path;
 }
 
 }  // namespace ds4::oracle

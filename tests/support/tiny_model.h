@@ -18,4 +18,8 @@ inline const std::vector<std::string> kTinyQ8Io = {"--type", "embd=q8_0", "--typ
 // (exit code 0 on success, the generator's output otherwise).
 RunResult write_tiny_model(const std::string& path, const std::vector<std::string>& extra = {});
 
+// Writes `ds4-gguf-gen -q -o DIR/NAME ARGS...` and returns the path; throws ds4::Error with the
+// generator's output when it fails.
+std::string generate_model(const TempDir& dir, const std::string& name, const std::vector<std::string>& args);
+
 }  // namespace ds4::oracle
