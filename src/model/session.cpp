@@ -14,6 +14,8 @@ Session::Session(Model& model, SessionOptions opt) : model_(model), opt_(opt) {
 void Session::eval(const std::vector<int32_t>& tokens, std::vector<float>* logits, bool all_logits) {
     const int64_t n = int64_t(tokens.size());
     const int64_t V = model_.info().n_vocab;
+    // The whole sequence is checked before the first chunk (Model::eval checks each chunk):
+    // a bad id or an overflow in a later chunk must not leave the session half advanced.
     if (n == 0) fail("nothing to evaluate");
     if (pos() + n > opt_.ctx) fail("context exceeded: {} tokens + {} new > context size {}", pos(), n, opt_.ctx);
     for (int32_t t : tokens)
