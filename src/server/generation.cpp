@@ -50,133 +50,116 @@ uint64_t micros(double seconds) { return uint64_t(seconds * 1e6); }
 
 }  // namespace
 
-void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
-    Channel& ch = *job.channel;
-    ApiWriter& w = *job.writer;
-    const bool stream = job.request.stream;
-    std::string out;
-    auto fail_job = [&](const std::string& message, int status = 500) {
-        std::fprintf(stderr, "ds4-server: %s failed: %s\n", to_string(job.request.api), message.c_str());
-        if (stream) {
-            out.clear();
-            w.error_event(message, out);
-            ch.push(std::move(out));
-            ch.close();
-        } else {
-            ch.push(job.request.api == Api::Messages ? anthropic_error_body(message, "api_error")
-                                                     : openai_error_body(message, status == 503 ? "server_error" : "http_error"));
-            ch.close(status);
-        }
-    };
-    if (ch.cancel) {  // the client left (or the server stops, or time ran out) while queued
-        fail_job(ch.cancel_reason(), ch.cancel_status());
-        return;
+Generation::Generation(Job& job, const tokenizer::Tokenizer& tok, Metrics& metrics)
+    : job_(job),
+      metrics_(metrics),
+      popt_{.thinking = job.thinking, .tools = !job.request.tools_json.empty()},
+      parser_(popt_),
+      decoder_(tok),
+      stops_(job.request.stop) {}
+
+void Generation::prefill_progress() {
+    if (!job_.request.stream) return;
+    const auto now = clock_type::now();
+    if (last_keepalive_ == clock_type::time_point{} || now - last_keepalive_ >= std::chrono::seconds(5)) {
+        job_.channel->push(": prefill\n\n");
+        last_keepalive_ = now;
     }
+}
 
-    // Prefill, with a keepalive comment at the first chunk and then every 5 s.
-    auto last_keepalive = clock_type::time_point{};
-    auto progress = [&](int64_t, int64_t) {
-        if (!stream) return;
-        const auto now = clock_type::now();
-        if (last_keepalive == clock_type::time_point{} || now - last_keepalive >= std::chrono::seconds(5)) {
-            ch.push(": prefill\n\n");
-            last_keepalive = now;
-        }
-    };
-    engine::SyncResult sync;
-    try {
-        sync = engine.sync(job.prompt, progress, &ch.cancel);
-    } catch (const std::exception& e) {
-        fail_job(std::string("prefill failed: ") + e.what());
-        return;
+void Generation::fail(const std::string& message, int status) {
+    Channel& ch = *job_.channel;
+    std::fprintf(stderr, "ds4-server: %s failed: %s\n", to_string(job_.request.api), message.c_str());
+    if (job_.request.stream) {
+        out_.clear();
+        job_.writer->error_event(message, out_);
+        ch.push(std::move(out_));
+        out_.clear();
+        ch.close();
+    } else {
+        ch.push(job_.request.api == Api::Messages
+                    ? anthropic_error_body(message, "api_error")
+                    : openai_error_body(message, status == 503 ? "server_error" : "http_error"));
+        ch.close(status);
     }
-    if (sync.cancelled) {
-        fail_job(ch.cancel_reason() + " during prefill", ch.cancel_status());
-        return;
-    }
-    Usage usage{.prompt = int64_t(job.prompt.size()), .cached = sync.reused, .written = sync.evaluated};
-    metrics.prompt_tokens += uint64_t(usage.prompt);
-    metrics.cached_tokens += uint64_t(usage.cached);
-    metrics.prefill_evaluated += uint64_t(usage.written);
-    metrics.prefill_us += micros(sync.seconds);
-    if (sync.reused > 0) ++metrics.cache_hits;
-    if (sync.seconds > 0) metrics.last_prefill_tps_milli = int64_t(1000.0 * double(sync.evaluated) / sync.seconds);
+}
 
-    w.begin(usage, out);
-    ch.push(std::move(out));
-    out.clear();
+void Generation::begin(const Usage& usage, double prefill_seconds) {
+    usage_ = usage;
+    prefill_seconds_ = prefill_seconds;
+    started_ = true;
+    metrics_.prompt_tokens += uint64_t(usage.prompt);
+    metrics_.cached_tokens += uint64_t(usage.cached);
+    metrics_.prefill_evaluated += uint64_t(usage.written);
+    metrics_.prefill_us += micros(prefill_seconds);
+    if (usage.cached > 0) ++metrics_.cache_hits;
+    if (prefill_seconds > 0)
+        metrics_.last_prefill_tps_milli = int64_t(1000.0 * double(usage.written) / prefill_seconds);
+    job_.writer->begin(usage_, out_);
+    job_.channel->push(std::move(out_));
+    out_.clear();
+    gen_start_ = clock_type::now();
+}
 
-    const bool tools = !job.request.tools_json.empty();
-    chat::OutputParserOptions popt{.thinking = job.thinking, .tools = tools};
-    chat::OutputParser parser(popt);
-    tokenizer::StreamDecoder decoder(engine.tokenizer());
-    StopScanner stops(job.request.stop);
-    std::string text;  // everything shown, for the final parse
-    std::vector<chat::OutputEvent> events;
-    auto deliver = [&](const std::string& piece) {
-        if (piece.empty()) return;
-        text += piece;
-        events.clear();
-        parser.feed(piece, events);
-        for (const auto& e : events) w.event(e, out);
-        ch.push(std::move(out));
-        out.clear();
-    };
+void Generation::deliver(const std::string& piece) {
+    if (piece.empty()) return;
+    text_ += piece;
+    events_.clear();
+    parser_.feed(piece, events_);
+    for (const auto& e : events_) job_.writer->event(e, out_);
+    job_.channel->push(std::move(out_));
+    out_.clear();
+}
 
-    engine::GenerateOptions gopt;
-    gopt.sampling = job.request.sampling;
-    gopt.max_tokens = job.max_tokens;
-    gopt.cancel = &ch.cancel;
-    if (job.forced) gopt.forced = &*job.forced;
-    engine::GenerateResult gen;
-    try {
-        gen = engine.generate(gopt, [&](int32_t id) {
-            deliver(stops.feed(decoder.push(id)));
-            return !stops.hit() && !parser.block_closed();
-        });
-    } catch (const std::exception& e) {
-        fail_job(std::string("generation failed: ") + e.what());
-        return;
-    }
-    if (!stops.hit()) deliver(stops.feed(decoder.flush()));
-    deliver(stops.flush());
-    events.clear();
-    parser.finish(events);
-    for (const auto& e : events) w.event(e, out);
+bool Generation::token(int32_t id) {
+    ++emitted_;
+    deliver(stops_.feed(decoder_.push(id)));
+    return !stops_.hit() && !parser_.block_closed();
+}
 
+void Generation::finish(engine::StopReason reason) {
+    Channel& ch = *job_.channel;
+    if (!stops_.hit()) deliver(stops_.feed(decoder_.flush()));
+    deliver(stops_.flush());
+    events_.clear();
+    parser_.finish(events_);
+    for (const auto& e : events_) job_.writer->event(e, out_);
+
+    const double gen_seconds = std::chrono::duration<double>(clock_type::now() - gen_start_).count();
     FinishInfo f;
-    f.usage = usage;
-    f.usage.completion = gen.emitted;
-    f.parsed = chat::parse_output(text, popt);
-    f.reasoning_complete = !job.thinking || parser.content_start() >= 0;
-    f.stop_sequence = stops.hit() ? stops.stop() : std::string();
-    if (gen.reason == engine::StopReason::Cancelled) {
+    f.usage = usage_;
+    f.usage.completion = emitted_;
+    f.parsed = chat::parse_output(text_, popt_);
+    f.reasoning_complete = !job_.thinking || parser_.content_start() >= 0;
+    f.stop_sequence = stops_.hit() ? stops_.stop() : std::string();
+    if (reason == engine::StopReason::Cancelled) {
         f.reason = Finish::Error;
         f.error = ch.cancel_reason();
         f.error_status = ch.cancel_status();
-    } else if (parser.block_closed() && !parser.malformed() && !f.parsed.tool_calls.empty()) {
+    } else if (parser_.block_closed() && !parser_.malformed() && !f.parsed.tool_calls.empty()) {
         f.reason = Finish::ToolCalls;
-    } else if (parser.unterminated()) {
+    } else if (parser_.unterminated()) {
         f.reason = Finish::Error;
         f.error = "unterminated tool call";
-    } else if (gen.reason == engine::StopReason::Length || gen.reason == engine::StopReason::ContextFull) {
+    } else if (reason == engine::StopReason::Length || reason == engine::StopReason::ContextFull) {
         f.reason = Finish::Length;
     } else {
         f.reason = Finish::Stop;
     }
-    metrics.generated_tokens += uint64_t(gen.emitted);
-    metrics.decode_us += micros(gen.seconds);
-    if (gen.seconds > 0) metrics.last_decode_tps_milli = int64_t(1000.0 * double(gen.emitted) / gen.seconds);
-    w.finish(f, out);
-    ch.push(std::move(out));
-    ch.close(w.status(f));
+    metrics_.generated_tokens += uint64_t(emitted_);
+    metrics_.decode_us += micros(gen_seconds);
+    if (gen_seconds > 0) metrics_.last_decode_tps_milli = int64_t(1000.0 * double(emitted_) / gen_seconds);
+    job_.writer->finish(f, out_);
+    ch.push(std::move(out_));
+    out_.clear();
+    ch.close(job_.writer->status(f));
     // One line per request for the operator (stderr).
     std::fprintf(stderr,
                  "ds4-server: %s prompt=%lld cached=%lld prefill=%.1f t/s gen=%lld tokens %.1f t/s "
                  "finish=%s%s%s\n",
-                 to_string(job.request.api), (long long)usage.prompt, (long long)usage.cached,
-                 sync.seconds > 0 ? double(sync.evaluated) / sync.seconds : 0.0, (long long)gen.emitted,
-                 gen.seconds > 0 ? double(gen.emitted) / gen.seconds : 0.0, to_string(f.reason),
+                 to_string(job_.request.api), (long long)usage_.prompt, (long long)usage_.cached,
+                 prefill_seconds_ > 0 ? double(usage_.written) / prefill_seconds_ : 0.0, (long long)emitted_,
+                 gen_seconds > 0 ? double(emitted_) / gen_seconds : 0.0, to_string(f.reason),
                  f.error.empty() ? "" : " ", f.error.c_str());
 }
 

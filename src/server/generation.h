@@ -1,21 +1,22 @@
-// Runs one job on the engine (spec/PRODUCT.md §4.6, §4.9, §4.10): prefill through Engine::sync
-// (only the suffix the live session lacks), with ": prefill" SSE comments as keepalive; then
-// generation, detokenized with StreamDecoder, cut at stop sequences (the last max_len - 1
-// bytes are held back until decided), parsed by OutputParser into reasoning / content / tool
-// calls and handed to the API writer. Generation stops at the end of a tool-call block.
-// Finish: tool_calls after a complete block, error for an unterminated block or a cancel,
-// length at the token limit or a full context, else stop.
+// One request's output (spec/PRODUCT.md §4.6, §4.9, §4.10), fed one token at a time by the
+// scheduler: detokenized with StreamDecoder, cut at stop sequences (the last max_len - 1 bytes
+// are held back until decided), parsed by OutputParser into reasoning / content / tool calls and
+// handed to the API writer, whose bytes go to the job's Channel. Generation stops at the end of
+// a tool-call block. Finish: tool_calls after a complete block, error for an unterminated block
+// or a cancel, length at the token limit or a full context, else stop.
 #pragma once
 
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "chat/output_parser.h"
 #include "engine/engine.h"
 #include "server/job.h"
 #include "server/metrics.h"
+#include "tokenizer/stream_decoder.h"
 
 namespace ds4::server {
-
-// Runs `job` to completion and closes its channel. Never throws: an engine error becomes an
-// HTTP 500 (nothing streamed yet) or an SSE error event.
-void run_job(engine::Engine& engine, Job& job, Metrics& metrics);
 
 // Applies stop sequences to streamed text: feed() returns the bytes that are certainly
 // before any stop; once a stop is found, hit() is true and the rest is dropped.
@@ -33,6 +34,44 @@ private:
     std::string buf_;
     bool hit_ = false;
     std::string stop_;
+};
+
+class Generation {
+public:
+    Generation(Job& job, const tokenizer::Tokenizer& tok, Metrics& metrics);
+
+    // A keepalive SSE comment while the prompt is evaluated (at most every 5 s).
+    void prefill_progress();
+    // The prompt is evaluated: the response starts.
+    void begin(const Usage& usage, double prefill_seconds);
+    // A sampled id (never EOS). False when generation must stop after it (a stop sequence,
+    // the end of a tool-call block).
+    bool token(int32_t id);
+    // The end: the last events, the finish record, the channel closed; one log line.
+    void finish(engine::StopReason reason);
+    // A failure (before or after begin()): HTTP error or SSE error event; the channel closed.
+    void fail(const std::string& message, int status = 500);
+
+    int64_t emitted() const { return emitted_; }
+    bool started() const { return started_; }
+
+private:
+    void deliver(const std::string& piece);
+
+    Job& job_;
+    Metrics& metrics_;
+    chat::OutputParserOptions popt_;
+    chat::OutputParser parser_;
+    tokenizer::StreamDecoder decoder_;
+    StopScanner stops_;
+    Usage usage_;
+    std::string text_;  // everything shown, for the final parse
+    std::string out_;
+    std::vector<chat::OutputEvent> events_;
+    int64_t emitted_ = 0;
+    bool started_ = false;
+    double prefill_seconds_ = 0;
+    std::chrono::steady_clock::time_point gen_start_{}, last_keepalive_{};
 };
 
 }  // namespace ds4::server

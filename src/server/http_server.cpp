@@ -92,8 +92,13 @@ uint64_t fresh_seed() {
 
 }  // namespace
 
-HttpServer::HttpServer(engine::Engine& engine, ServerOptions options, std::unique_ptr<ForcedOutputs> forced)
-    : engine_(engine), options_(std::move(options)), forced_(std::move(forced)), scheduler_(engine, metrics_) {
+HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, ServerOptions options,
+                       std::unique_ptr<ForcedOutputs> forced)
+    : tok_(tok),
+      options_(std::move(options)),
+      ctx_(options_.scheduler.session.ctx),
+      forced_(std::move(forced)),
+      scheduler_(model, tok, options_.scheduler, metrics_) {
     hosts_.bound = options_.host == "localhost" ? "127.0.0.1" : options_.host;
     hosts_.allowed = options_.allowed_hosts;
     ListenerOptions lo;
@@ -149,7 +154,7 @@ HttpResponse HttpServer::error(const std::string& path, int status, const std::s
 }
 
 std::string HttpServer::model_json(const std::string& id) const {
-    const int64_t ctx = engine_.ctx();
+    const int64_t ctx = ctx_;
     return ojson{{"id", id},
                  {"object", "model"},
                  {"created", 1767225600},
@@ -206,7 +211,11 @@ std::optional<HttpResponse> HttpServer::on_headers(const HttpRequest& req) {
 // Complete requests on the listener's front thread: only the cheap routes, which never wait.
 std::optional<HttpResponse> HttpServer::on_request(const HttpRequest& req) {
     const std::string& path = req.path;
-    if (path == "/health") return json(R"({"status":"ok"})");
+    if (path == "/health")
+        return json(ojson{{"status", "ok"},
+                          {"slots", {{"total", metrics_.slots.load()}, {"busy", metrics_.active.load()}}},
+                          {"queue", {{"waiting", metrics_.queue_depth.load()}, {"max", options_.scheduler.max_queue}}}}
+                        .dump());
     if (path == "/metrics") {
         HttpResponse r = json(metrics_.prometheus());
         r.content_type = "text/plain; version=0.0.4";
@@ -236,10 +245,10 @@ void HttpServer::on_thread(const HttpRequest& req, HttpExchange& ex) {
 void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
     try {
         const Request r = parse_request(Api::Messages, req.body);
-        const int64_t ctx = engine_.ctx();
+        const int64_t ctx = ctx_;
         const auto prompt = chat::render_prompt(
             r.messages, render_options(chat::effective_thinking(r.thinking, ctx), ctx, r));
-        const size_t n = chat::tokenize_prompt(engine_.tokenizer(), prompt).size();
+        const size_t n = chat::tokenize_prompt(tok_, prompt).size();
         ex.send(json(ojson{{"input_tokens", n}}.dump()));
     } catch (const RequestError& e) {
         ex.send(error(req.path, e.status, e.what()));
@@ -259,11 +268,11 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
         return;
     }
     const Request& r = job->request;
-    const int64_t ctx = engine_.ctx();
+    const int64_t ctx = ctx_;
     const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
     try {
         const auto prompt = chat::render_prompt(r.messages, render_options(mode, ctx, r));
-        job->prompt = chat::tokenize_prompt(engine_.tokenizer(), prompt);
+        job->prompt = chat::tokenize_prompt(tok_, prompt);
     } catch (const Error& e) {
         ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));
         return;
@@ -297,9 +306,18 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     auto channel = std::make_shared<Channel>();
     job->channel = channel;
     const bool stream = r.stream;
-    if (!scheduler_.submit(job)) {
-        ex.send(error(req.path, 503, "server shutting down"));
-        return;
+    switch (scheduler_.submit(job)) {
+        case Scheduler::Submit::Queued: break;
+        case Scheduler::Submit::Stopping: ex.send(error(req.path, 503, "server shutting down")); return;
+        case Scheduler::Submit::QueueFull: {
+            HttpResponse res = error(req.path, 503,
+                                     fmt::format("server busy: {} requests are waiting (--max-queue); retry later",
+                                                 options_.scheduler.max_queue),
+                                     {}, "queue_full");
+            res.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_s));
+            ex.send(res);
+            return;
+        }
     }
 
     // While the job runs: a client that is gone cancels it (nobody would read the answer), and

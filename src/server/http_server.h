@@ -14,13 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "model/model.h"
 #include "server/forced_output.h"
 #include "server/host_policy.h"
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/scheduler.h"
+
+namespace ds4::tokenizer {
+class Tokenizer;
+}
 
 namespace ds4::server {
 
@@ -39,12 +43,15 @@ struct ServerOptions {
     bool cors = false;
     std::vector<std::string> allowed_hosts;  // Host names accepted besides localhost and the address
     std::string model_name = "DeepSeek V4 Flash";
+    SchedulerOptions scheduler;           // slots, prefill quantum, queue bound, session options
+    int retry_after_s = 5;                // Retry-After of a 503 when the queue is full
 };
 
 class HttpServer {
 public:
     // `forced` (may be null) is the test hook of forced_output.h.
-    HttpServer(engine::Engine& engine, ServerOptions options, std::unique_ptr<ForcedOutputs> forced);
+    HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, ServerOptions options,
+               std::unique_ptr<ForcedOutputs> forced);
     ~HttpServer();
 
     // Binds the listening socket; returns the port. Throws ds4::Error when binding fails.
@@ -69,8 +76,9 @@ private:
     HttpResponse json(std::string body, int status = 200) const;
     std::string model_json(const std::string& id) const;
 
-    engine::Engine& engine_;
+    const tokenizer::Tokenizer& tok_;
     ServerOptions options_;
+    int64_t ctx_;
     HostPolicy hosts_;
     std::unique_ptr<ForcedOutputs> forced_;
     Metrics metrics_;

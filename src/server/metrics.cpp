@@ -33,7 +33,18 @@ std::string Metrics::prometheus() const {
     metric("ds4_last_decode_tokens_per_second", "gauge", "Generation speed of the last request.",
            last_decode_tps_milli.load() / 1000.0);
     metric("ds4_queue_depth", "gauge", "Requests waiting for the engine.", queue_depth.load());
-    metric("ds4_active_requests", "gauge", "Requests on the engine.", active.load());
+    metric("ds4_active_requests", "gauge", "Requests on a slot.", active.load());
+    metric("ds4_slots", "gauge", "Slots (live sequences, --parallel).", slots.load());
+    metric("ds4_slots_busy", "gauge", "Slots serving a request.", active.load());
+    metric("ds4_queue_rejected_total", "counter", "Requests refused because the queue was full (--max-queue).",
+           queue_rejected.load());
+    metric("ds4_batch_steps_total", "counter", "Batched evaluations.", batch_steps.load());
+    metric("ds4_batch_rows_total", "counter", "Token rows evaluated over all batched evaluations.",
+           batch_rows.load());
+    metric("ds4_batch_sequences_total", "counter", "Sequences over all batched evaluations (divide by "
+           "ds4_batch_steps_total for the mean batch size).", batch_sequences.load());
+    metric("ds4_last_batch_sequences", "gauge", "Sequences in the last batched evaluation.",
+           last_batch_sequences.load());
     return out;
 }
 

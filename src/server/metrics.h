@@ -19,7 +19,13 @@ struct Metrics {
     std::atomic<uint64_t> decode_us = 0;          // time spent generating
     std::atomic<uint64_t> prefill_evaluated = 0;  // prompt tokens actually evaluated
     std::atomic<int64_t> queue_depth = 0;         // jobs waiting for the engine
-    std::atomic<int64_t> active = 0;              // jobs on the engine (0 or 1)
+    std::atomic<int64_t> active = 0;              // jobs on a slot (busy slots)
+    std::atomic<int64_t> slots = 0;               // --parallel
+    std::atomic<uint64_t> queue_rejected = 0;     // requests refused: the queue was full
+    std::atomic<uint64_t> batch_steps = 0;        // batched evaluations
+    std::atomic<uint64_t> batch_rows = 0;         // token rows over all steps
+    std::atomic<uint64_t> batch_sequences = 0;    // sequences over all steps
+    std::atomic<int64_t> last_batch_sequences = 0;
     std::atomic<int64_t> last_prefill_tps_milli = 0;
     std::atomic<int64_t> last_decode_tps_milli = 0;
 

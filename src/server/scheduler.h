@@ -1,40 +1,104 @@
-// One engine, many clients (spec/PRODUCT.md §4.1): jobs wait in a FIFO queue and a single worker
-// thread runs them one at a time on the engine. Submitting never blocks on the engine, so the
-// HTTP threads keep accepting; the queue depth is reported in /metrics.
+// Many clients on one model (spec/PRODUCT.md §4.1, §4.11): --parallel N slots, each a live
+// sequence (KV state + tokens) that keeps its conversation between requests. A request waits in
+// a bounded FIFO queue until a slot is free; beyond --max-queue it is refused at once (503).
+//
+// One worker thread drives every busy slot with one batched evaluation per step
+// (model::Model::eval over a Batch): each generating slot contributes the token it just sampled,
+// each slot still reading its prompt a chunk of it: --mixed-prefill-quantum tokens while others
+// generate (so their streams keep flowing), a whole --prefill-chunk when nobody does. Every slot
+// keeps its own sampler, stop rules and cancellation; a client that leaves frees its slot at the
+// next step. A sequence's results do not depend on the other rows of a batch (the execution
+// interface's contract), so N requests at once produce exactly what they produce one by one.
+//
+// Slot choice for a new request: the free slot whose conversation the request continues (it
+// shares at least half of the slot's tokens) with the longest shared prefix; else an empty slot;
+// else the free slot sharing the longest prefix, least recently used first (its conversation is
+// dropped; with a disk cache it is saved first). A live slot is never taken.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
-#include "engine/engine.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "sampling/sampler.h"
+#include "server/generation.h"
 #include "server/job.h"
 #include "server/metrics.h"
 
+namespace ds4::tokenizer {
+class Tokenizer;
+}
+
 namespace ds4::server {
+
+struct SchedulerOptions {
+    int parallel = 1;             // slots (live sequences)
+    int64_t quantum = 128;        // prompt tokens a slot evaluates per step while others generate
+    int max_queue = 64;           // requests waiting for a slot; beyond, submit() refuses
+    model::SessionOptions session;  // ctx, prefill chunk, QAT, rewind slack of every slot
+};
 
 class Scheduler {
 public:
-    Scheduler(engine::Engine& engine, Metrics& metrics);
+    // Allocates the slots' sequences (each sized for the whole context).
+    Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, SchedulerOptions opt, Metrics& metrics);
     ~Scheduler();  // shutdown()
 
-    // Queues `job`; false when the scheduler is shutting down (the job is not taken).
-    bool submit(std::unique_ptr<Job>& job);
-    // Stops taking jobs, cancels the queued ones and the running one (they finish with
+    enum class Submit { Queued, QueueFull, Stopping };
+    // Queues `job` (taken only when Queued).
+    Submit submit(std::unique_ptr<Job>& job);
+    // Stops taking jobs, cancels the queued ones and the running ones (they finish with
     // "shutdown requested"), and joins the worker.
     void shutdown();
 
-private:
-    void worker();
+    int slots() const { return int(slots_.size()); }
+    const SchedulerOptions& options() const { return opt_; }
 
-    engine::Engine& engine_;
+private:
+    struct Slot {
+        std::unique_ptr<model::Sequence> seq;
+        std::vector<float> logits;      // next-token logits after seq's last position...
+        bool logits_ready = false;      // ...when true
+        uint64_t last_used = 0;         // step of the last request's end (LRU)
+        // The request on the slot (null: free).
+        std::unique_ptr<Job> job;
+        std::unique_ptr<Generation> gen;
+        std::optional<sampling::Sampler> sampler;
+        size_t forced_at = 0;
+        int32_t pending = -1;           // sampled, to be evaluated in the next step
+        Usage usage;
+        std::chrono::steady_clock::time_point admitted;
+    };
+
+    void worker();
+    // Moves queued jobs into free slots (mutex held).
+    void admit_locked();
+    size_t choose_slot(const std::vector<int32_t>& prompt) const;
+    void start(Slot& s);                        // positions the slot's sequence for its prompt
+    void after_logits(Slot& s);                 // samples (or ends) a slot whose logits are ready
+    void end(Slot& s, engine::StopReason reason);
+    void fail(Slot& s, const std::string& message, int status);
+    void release(Slot& s);
+    bool step();                                // one batched evaluation; false when idle
+
+    model::Model& model_;
+    const tokenizer::Tokenizer& tok_;
+    SchedulerOptions opt_;
     Metrics& metrics_;
+    std::vector<Slot> slots_;
+    uint64_t steps_ = 0;
+
     std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<std::unique_ptr<Job>> queue_;
-    std::shared_ptr<Channel> running_;
+    std::vector<std::shared_ptr<Channel>> running_;  // per slot, for shutdown()
     bool stopping_ = false;
     std::thread thread_;
 };

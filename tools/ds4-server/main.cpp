@@ -1,5 +1,6 @@
 // ds4-server: the OpenAI / Anthropic compatible HTTP server (spec/PRODUCT.md §3.3, §4, §9.2).
-// One model, one live session; requests queue for it (src/server/scheduler.h).
+// One model, --parallel N live sequences (slots) advanced together in batched evaluations;
+// requests queue for a free slot (src/server/scheduler.h).
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -12,7 +13,6 @@
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "common/thread_count.h"
-#include "engine/engine.h"
 #include "gguf/reader.h"
 #include "model/context_check.h"
 #include "model/model.h"
@@ -72,15 +72,17 @@ int run(const Options& o) {
         std::fprintf(stderr, "ds4-server: the model's trained context is %lld tokens: using it (--ctx sets another)\n", ctx);
     }
     ds4::model::check_trained_context(*model, ctx, "--ctx");
-    ds4::engine::Engine engine(*model, *tok,
-                               {.ctx = ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat,
-                                .rewind_slack = o.rewind_slack});
+    ds4::server::ServerOptions server_options = o.server;
+    server_options.scheduler.session = {.ctx = ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat,
+                                        .rewind_slack = o.rewind_slack};
+    ds4::model::check_memory(*model, server_options.scheduler.session.sequence(),
+                             server_options.scheduler.parallel, "--ctx with --parallel");
     std::unique_ptr<ds4::server::ForcedOutputs> forced;
     if (!o.force_output.empty()) {
         forced = std::make_unique<ds4::server::ForcedOutputs>(o.force_output, *tok);
         std::fprintf(stderr, "ds4-server: TEST MODE: outputs are forced from %s\n", o.force_output.c_str());
     }
-    ds4::server::HttpServer server(engine, o.server, std::move(forced));
+    ds4::server::HttpServer server(*model, *tok, server_options, std::move(forced));
     // Said before binding, so it is seen even when the bind fails.
     if (!ds4::server::is_loopback_host(o.server.host) && o.server.api_key.empty())
         std::fprintf(stderr,
@@ -94,8 +96,9 @@ int run(const Options& o) {
     std::signal(SIGTERM, on_signal);
     std::signal(SIGHUP, on_signal);  // a closed terminal: stop gracefully too
 
-    std::fprintf(stderr, "ds4-server: context %lld tokens, %d threads, model %s\n", ctx, threads,
-                 o.model.c_str());
+    std::fprintf(stderr, "ds4-server: context %lld tokens, %d slot%s, %d threads, model %s\n", ctx,
+                 server_options.scheduler.parallel, server_options.scheduler.parallel == 1 ? "" : "s",
+                 threads, o.model.c_str());
     std::fprintf(stderr, "ds4-server: listening on http://%s:%d\n",
                  o.server.host == "localhost" ? "127.0.0.1" : o.server.host.c_str(), port);
     std::fflush(stderr);
@@ -179,8 +182,20 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 100000))->group("HTTP limits");
     app.add_option("--http-threads", o.server.http_threads,
                    "Requests handled at once besides /health, /metrics and /v1/models (default "
-                   "64); generation is one at a time")
+                   "64); generation runs in the --parallel slots")
         ->check(CLI::Range(1, 4096))->group("HTTP limits");
+    app.add_option("--parallel,--batched-session", o.server.scheduler.parallel,
+                   "Slots: conversations served at once, each a live sequence sized for the whole "
+                   "context; generating slots advance together in one batched evaluation per token "
+                   "(default 1)")
+        ->check(CLI::Range(1, 256))->option_text("N")->group("Model and runtime");
+    app.add_option("--mixed-prefill-quantum", o.server.scheduler.quantum,
+                   "Prompt tokens a slot evaluates per step while other slots generate, so their "
+                   "streams keep flowing (default 128)")
+        ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Model and runtime");
+    app.add_option("--max-queue", o.server.scheduler.max_queue,
+                   "Requests waiting for a free slot; beyond, 503 with Retry-After (default 64)")
+        ->check(CLI::Range(0, 1000000))->option_text("N")->group("HTTP limits");
     app.add_flag("--no-mmap", o.no_mmap,
                  ds4::gguf::File::kCopyHelp);
     app.add_option("--test-force-output", o.force_output,
