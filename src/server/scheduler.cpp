@@ -35,7 +35,8 @@ Scheduler::Submit Scheduler::submit(std::unique_ptr<Job>& job) {
     {
         std::lock_guard lock(mutex_);
         if (stopping_) return Submit::Stopping;
-        if (int64_t(queue_.size()) >= opt_.max_queue) {
+        // Waiting beyond the free slots counts against the bound.
+        if (int64_t(queue_.size()) + busy_ >= int64_t(slots_.size()) + opt_.max_queue) {
             ++metrics_.queue_rejected;
             return Submit::QueueFull;
         }
@@ -80,9 +81,9 @@ size_t Scheduler::choose_slot(const std::vector<int32_t>& prompt) const {
             continue;
         }
         const int64_t c = s.seq->common_prefix(prompt);
-        // Continuing: the request holds most of this conversation (at worst the tail it
-        // rewinds is as long as what it keeps).
-        if (c > 0 && 2 * c >= pos && c > cont_len) {
+        // Continuing: the request holds the slot's last prompt whole (what follows it, the
+        // reply, may be re-rendered differently, e.g. without its reasoning).
+        if (c > 0 && c >= s.last_prompt && c > cont_len) {
             cont = i;
             cont_len = c;
         }
@@ -98,15 +99,14 @@ size_t Scheduler::choose_slot(const std::vector<int32_t>& prompt) const {
 
 void Scheduler::admit_locked() {
     while (!queue_.empty()) {
-        bool free = false;
-        for (auto& s : slots_) free = free || !s.job;
-        if (!free) return;
+        if (busy_ == int64_t(slots_.size())) return;
         std::unique_ptr<Job> job = std::move(queue_.front());
         queue_.pop_front();
         --metrics_.queue_depth;
         const size_t i = choose_slot(job->prompt);
         Slot& s = slots_[i];
         running_[i] = job->channel;
+        ++busy_;
         s.job = std::move(job);
         ++metrics_.active;
         s.gen = std::make_unique<Generation>(*s.job, tok_, metrics_);
@@ -139,6 +139,7 @@ void Scheduler::start(Slot& s) {
         }
     }
     s.usage = Usage{.prompt = n, .cached = keep, .written = n - keep};
+    s.last_prompt = n;
 }
 
 void Scheduler::release(Slot& s) {
@@ -151,6 +152,7 @@ void Scheduler::release(Slot& s) {
         if (&slots_[i] == &s) {
             std::lock_guard lock(mutex_);
             running_[i].reset();
+            --busy_;
         }
     --metrics_.active;
 }
@@ -268,13 +270,8 @@ void Scheduler::worker() {
     for (;;) {
         {
             std::unique_lock lock(mutex_);
-            auto busy = [&] {
-                for (const auto& s : slots_)
-                    if (s.job) return true;
-                return false;
-            };
-            cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || busy(); });
-            if (stopping_ && queue_.empty() && !busy()) return;
+            cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || busy_ > 0; });
+            if (stopping_ && queue_.empty() && busy_ == 0) return;
             admit_locked();
         }
         try {

@@ -11,7 +11,7 @@
 // interface's contract), so N requests at once produce exactly what they produce one by one.
 //
 // Slot choice for a new request: the free slot whose conversation the request continues (it
-// shares at least half of the slot's tokens) with the longest shared prefix; else an empty slot;
+// holds that slot's last prompt whole) with the longest shared prefix; else an empty slot;
 // else the free slot sharing the longest prefix, least recently used first (its conversation is
 // dropped; with a disk cache it is saved first). A live slot is never taken.
 #pragma once
@@ -41,7 +41,7 @@ namespace ds4::server {
 struct SchedulerOptions {
     int parallel = 1;             // slots (live sequences)
     int64_t quantum = 128;        // prompt tokens a slot evaluates per step while others generate
-    int max_queue = 64;           // requests waiting for a slot; beyond, submit() refuses
+    int max_queue = 64;           // requests waiting beyond the free slots; more are refused
     model::SessionOptions session;  // ctx, prefill chunk, QAT, rewind slack of every slot
 };
 
@@ -67,6 +67,7 @@ private:
         std::vector<float> logits;      // next-token logits after seq's last position...
         bool logits_ready = false;      // ...when true
         uint64_t last_used = 0;         // step of the last request's end (LRU)
+        int64_t last_prompt = 0;        // prompt length of the last request
         // The request on the slot (null: free).
         std::unique_ptr<Job> job;
         std::unique_ptr<Generation> gen;
@@ -99,6 +100,7 @@ private:
     std::condition_variable cv_;
     std::deque<std::unique_ptr<Job>> queue_;
     std::vector<std::shared_ptr<Channel>> running_;  // per slot, for shutdown()
+    int64_t busy_ = 0;                                // slots with a job
     bool stopping_ = false;
     std::thread thread_;
 };
