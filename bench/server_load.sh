@@ -3,11 +3,11 @@
 # generated model unless -m is given), samples its RSS from /proc before and after a warm-up
 # and at the end, and runs bench/server_load.mjs (N concurrent streaming clients for S s).
 #   bench/server_load.sh [--bin build/bin] [-m MODEL] [--clients 16] [--seconds 60]
-#                        [--max-tokens 16] [--ctx 4096] [--threads 1]
+#                        [--max-tokens 16] [--ctx 4096] [--threads 1] [--parallel 1]
 # Exits non-zero if any request failed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin="$root/build/bin" model="" clients=16 seconds=60 max_tokens=16 ctx=4096 threads=1
+bin="$root/build/bin" model="" clients=16 seconds=60 max_tokens=16 ctx=4096 threads=1 parallel=1
 while (($#)); do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
@@ -17,6 +17,7 @@ while (($#)); do
     --max-tokens) max_tokens=$2; shift 2 ;;
     --ctx) ctx=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --parallel) parallel=$2; shift 2 ;;
     *) echo "server_load: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -31,7 +32,7 @@ if [ -z "$model" ]; then
   model="$work/tiny.gguf"
   "$bin/ds4-gguf-gen" -q --preset tiny --real-vocab --type embd=q8_0 --type output=q8_0 -o "$model"
 fi
-"$bin/ds4-server" -m "$model" --port 0 --ctx "$ctx" -t "$threads" 2>"$work/server.log" &
+"$bin/ds4-server" -m "$model" --port 0 --ctx "$ctx" -t "$threads" --parallel "$parallel" 2>"$work/server.log" &
 server_pid=$!
 for _ in $(seq 600); do
   url=$(grep -ao 'http://[0-9.]*:[0-9]*' "$work/server.log" | head -1 || true)
@@ -50,5 +51,5 @@ result=$(node "$root/bench/server_load.mjs" "$url" --clients "$clients" --second
 rss_end=$(rss)
 echo "$result"
 echo "{\"rss_kib\":{\"start\":$rss_start,\"after_warmup\":$rss_warm,\"end\":$rss_end}}"
-curl -s "$url/metrics" | grep -E '^ds4_(requests_total|request_errors_total|generated_tokens_total|decode_tokens_per_second|queue_depth)' || true
+curl -s "$url/metrics" | grep -E '^ds4_(requests_total|request_errors_total|generated_tokens_total|decode_tokens_per_second|queue_depth|queue_rejected_total|batch_steps_total|batch_sequences_total)' || true
 exit "$status"
