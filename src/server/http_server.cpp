@@ -271,8 +271,8 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const int64_t ctx = ctx_;
     const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
     try {
-        const auto prompt = chat::render_prompt(r.messages, render_options(mode, ctx, r));
-        job->prompt = chat::tokenize_prompt(tok_, prompt);
+        job->rendered = chat::render_prompt(r.messages, render_options(mode, ctx, r));
+        job->prompt = chat::tokenize_prompt(tok_, job->rendered);
     } catch (const Error& e) {
         ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));
         return;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/render.h"
 #include "server/channel.h"
 #include "server/request.h"
 #include "server/writer.h"
@@ -16,7 +17,8 @@ namespace ds4::server {
 
 struct Job {
     Request request;
-    std::vector<int32_t> prompt;
+    chat::RenderedPrompt rendered;  // the prompt's text (the disk cache's key) and untrusted spans
+    std::vector<int32_t> prompt;    // its tokens
     bool thinking = true;          // the prompt ends with <｜Assistant｜><think>
     int64_t max_tokens = 0;        // output limit (also capped by the context)
     std::optional<std::vector<int32_t>> forced;  // test hook: emit these ids
