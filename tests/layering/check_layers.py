@@ -34,6 +34,11 @@ PROBES = [
     ("engine", "model/session.h", True),
     ("engine", "server/metrics.h", False),
     ("server", "engine/engine.h", True),
+    ("server", "kvcache/disk_cache.h", True),
+    ("kvcache", "common/error.h", True),
+    ("kvcache", "gguf/reader.h", False),
+    ("kvcache", "model/model.h", False),
+    ("engine", "kvcache/disk_cache.h", False),
 ]
 
 

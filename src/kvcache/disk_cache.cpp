@@ -1,0 +1,410 @@
+#include "kvcache/disk_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <unordered_map>
+
+namespace ds4::kvcache {
+namespace {
+
+uint64_t now_s() { return uint64_t(time(nullptr)); }
+
+struct Fd {
+    int fd = -1;
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+bool ends_with(std::string_view s, std::string_view tail) {
+    return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+// "<name>.tmp.<pid>.<n>": the pid, or -1 when `name` is not one of our temporaries.
+long temp_pid(const std::string& name) {
+    const size_t t = name.find(".kv.tmp.");
+    if (t == std::string::npos) return -1;
+    const char* p = name.c_str() + t + 8;
+    char* end = nullptr;
+    const long pid = std::strtol(p, &end, 10);
+    if (end == p || *end != '.' || pid <= 0) return -1;
+    return pid;
+}
+
+void mkdir_p(const std::string& dir) {
+    std::string at;
+    size_t i = 0;
+    while (i <= dir.size()) {
+        const size_t j = dir.find('/', i);
+        const size_t end = j == std::string::npos ? dir.size() : j;
+        at = dir.substr(0, end);
+        if (!at.empty() && ::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST)
+            fail("kv cache: cannot create {}: {}", at, std::strerror(errno));
+        if (j == std::string::npos) break;
+        i = j + 1;
+    }
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail("kv cache: {} is not a directory", dir);
+}
+
+bool disk_full(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
+
+}  // namespace
+
+double eviction_score(uint32_t hits, uint64_t last_used, int64_t tokens, uint64_t file_bytes, uint64_t now) {
+    const double age = now > last_used ? double(now - last_used) : 0.0;
+    double eff = double(hits) * std::exp2(-age / (6.0 * 3600.0));
+    if (eff < 0.01) eff = 0.0;
+    return (eff + 1.0) * double(std::max<int64_t>(tokens, 0)) / double(std::max<uint64_t>(file_bytes, 1));
+}
+
+DiskCache::DiskCache(Options opt) : opt_(std::move(opt)) {
+    if (opt_.dir.empty()) fail("kv cache: no directory given");
+    while (opt_.dir.size() > 1 && opt_.dir.back() == '/') opt_.dir.pop_back();
+    mkdir_p(opt_.dir);
+    scan();
+    std::lock_guard lock(mu_);
+    make_room_locked(0, {});
+}
+
+void DiskCache::warn_removed(const std::string& file, const std::string& why) const {
+    std::fprintf(stderr, "ds4: kv cache: removed %s: %s\n", path_of(file).c_str(), why.c_str());
+}
+
+void DiskCache::sync_dir() const {
+    Fd d{::open(opt_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+    if (d.fd >= 0) ::fsync(d.fd);
+}
+
+void DiskCache::scan() {
+    DIR* d = ::opendir(opt_.dir.c_str());
+    if (!d) fail("kv cache: cannot read {}: {}", opt_.dir, std::strerror(errno));
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    const Expect expect{opt_.model_id, opt_.payload_version};
+    std::lock_guard lock(mu_);
+    for (const std::string& name : names) {
+        const std::string path = path_of(name);
+        if (const long pid = temp_pid(name); pid > 0) {
+            // A temporary of a process that is gone (or of this one, from before): never
+            // renamed, never will be.
+            if (pid == long(getpid()) || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)) ::unlink(path.c_str());
+            continue;
+        }
+        if (!ends_with(name, ".kv")) continue;
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+        if (f.fd < 0) continue;
+        try {
+            FdSource src(f.fd, uint64_t(st.st_size), path);
+            const Header h = read_header(src, expect, path);
+            if (hex(h.text_hash) + ".kv" != name) throw FormatError(Cause::checksum, path + ": name does not match its text hash");
+            Item it;
+            for (auto& [id, dsml] : read_tools(src, h, path)) it.tools.emplace(std::move(id), std::move(dsml));
+            const FileStats s = read_stats(src, h);
+            it.hit = Hit{name, h.text_hash, int64_t(h.text_bytes), int64_t(h.tokens), int64_t(h.ctx),
+                         h.file_bytes(), s.hits, s.last_used, h.reason};
+            total_ += it.hit.file_bytes;
+            index_.emplace(name, std::move(it));
+        } catch (const FormatError& e) {
+            ::unlink(path.c_str());
+            const std::string what = e.what();
+            warn_removed(name, what.substr(std::min(what.size(), path.size() + 2)));
+        }
+    }
+}
+
+void DiskCache::remove_locked(const std::string& file) {
+    auto it = index_.find(file);
+    if (it == index_.end()) return;
+    ::unlink(path_of(file).c_str());
+    total_ -= it->second.hit.file_bytes;
+    index_.erase(it);
+}
+
+bool DiskCache::make_room_locked(uint64_t need, const std::string& same) {
+    const uint64_t budget = opt_.budget_bytes;
+    if (need > budget) return false;
+    auto over = [&] { return total_ + reserved_ + need > budget; };
+    if (!over()) return true;
+    const uint64_t now = now_s();
+    struct Cand {
+        double score;
+        uint64_t last_used;
+        const std::string* file;
+        uint64_t bytes;
+    };
+    std::vector<Cand> cands;
+    uint64_t freeable = 0;
+    const Item* same_item = nullptr;
+    for (const auto& [name, it] : index_) {
+        if (writing_.count(name)) continue;
+        if (name == same) {
+            same_item = &it;
+            continue;
+        }
+        const Hit& h = it.hit;
+        cands.push_back({eviction_score(h.hits, h.last_used, h.tokens, h.file_bytes, now), h.last_used, &name, h.file_bytes});
+        freeable += h.file_bytes;
+    }
+    if (same_item) freeable += same_item->hit.file_bytes;
+    if (total_ - freeable + reserved_ + need > budget) return false;
+    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+        if (a.score != b.score) return a.score < b.score;
+        if (a.last_used != b.last_used) return a.last_used < b.last_used;
+        return *a.file < *b.file;
+    });
+    std::vector<std::string> victims;
+    uint64_t freed = 0;
+    for (const Cand& c : cands) {
+        if (total_ - freed + reserved_ + need <= budget) break;
+        victims.push_back(*c.file);
+        freed += c.bytes;
+    }
+    // Only when the others cannot make room does the file being replaced go first: then a
+    // failed write loses both, which the budget leaves no way around.
+    if (total_ - freed + reserved_ + need > budget && same_item) victims.push_back(same);
+    for (const std::string& v : victims) {
+        remove_locked(v);
+        ++stats_.evictions;
+    }
+    return true;
+}
+
+void DiskCache::count_failure_locked(Cause c) {
+    switch (c) {
+        case Cause::checksum: ++stats_.load_failures_checksum; break;
+        case Cause::truncated: ++stats_.load_failures_truncated; break;
+        case Cause::foreign: ++stats_.load_failures_foreign; break;
+        case Cause::io: ++stats_.load_failures_io; break;
+    }
+}
+
+std::optional<Hit> DiskCache::lookup(std::string_view prompt_text, int64_t ctx, int64_t min_tokens) {
+    std::lock_guard lock(mu_);
+    std::unordered_map<int64_t, TextHash> prefix_hash;  // one hash per prefix length
+    const Hit* best = nullptr;
+    for (const auto& [name, it] : index_) {
+        const Hit& h = it.hit;
+        if (h.text_bytes > int64_t(prompt_text.size()) || h.tokens < min_tokens || h.ctx > ctx) continue;
+        if (best && (h.text_bytes < best->text_bytes ||
+                     (h.text_bytes == best->text_bytes && h.tokens <= best->tokens)))
+            continue;
+        auto ph = prefix_hash.find(h.text_bytes);
+        if (ph == prefix_hash.end())
+            ph = prefix_hash.emplace(h.text_bytes, text_hash(prompt_text.substr(0, size_t(h.text_bytes)))).first;
+        if (ph->second == h.text_hash) best = &h;
+    }
+    if (!best) {
+        ++stats_.misses;
+        return std::nullopt;
+    }
+    return *best;
+}
+
+std::optional<Entry> DiskCache::load(const Hit& hit, std::string_view prompt_text) {
+    const std::string path = path_of(hit.file);
+    {
+        std::lock_guard lock(mu_);
+        if (!index_.count(hit.file)) {
+            ++stats_.misses;
+            return std::nullopt;
+        }
+    }
+    Fd f{::open(path.c_str(), O_RDWR | O_CLOEXEC)};
+    struct stat st {};
+    std::optional<FormatError> defect;
+    Entry e;
+    if (f.fd < 0) {
+        if (errno == ENOENT) {  // gone behind our back: forget it
+            std::lock_guard lock(mu_);
+            if (auto it = index_.find(hit.file); it != index_.end()) {
+                total_ -= it->second.hit.file_bytes;
+                index_.erase(it);
+            }
+            ++stats_.misses;
+            return std::nullopt;
+        }
+        defect.emplace(Cause::io, path + ": cannot open: " + std::strerror(errno));
+    } else if (fstat(f.fd, &st) != 0) {
+        defect.emplace(Cause::io, path + ": cannot stat: " + std::strerror(errno));
+    } else {
+        try {
+            FdSource src(f.fd, uint64_t(st.st_size), path);
+            e = read_entry(src, {opt_.model_id, opt_.payload_version}, path);
+            if (hex(e.header.text_hash) + ".kv" != hit.file)
+                throw FormatError(Cause::checksum, path + ": name does not match its text hash");
+        } catch (const FormatError& err) {
+            defect.emplace(err);
+        } catch (const std::bad_alloc&) {
+            defect.emplace(Cause::io, path + ": out of memory reading it");
+        }
+    }
+    std::lock_guard lock(mu_);
+    if (defect) {
+        // Remove it only if the name still holds the file we read (a store may have replaced it).
+        struct stat now {};
+        const bool same = f.fd >= 0 && ::stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino &&
+                          now.st_dev == st.st_dev;
+        if (same || f.fd < 0) {
+            if (index_.count(hit.file)) {
+                remove_locked(hit.file);
+            } else {
+                ::unlink(path.c_str());
+            }
+        }
+        const std::string what = defect->what();
+        warn_removed(hit.file, what.substr(std::min(what.size(), path.size() + 2)));
+        count_failure_locked(defect->cause());
+        ++stats_.misses;
+        return std::nullopt;
+    }
+    if (!prompt_text.empty() && !prompt_text.starts_with(e.text)) {
+        ++stats_.misses;
+        return std::nullopt;
+    }
+    e.stats.hits = e.stats.hits == UINT32_MAX ? e.stats.hits : e.stats.hits + 1;
+    e.stats.last_used = now_s();
+    const auto rec = encode_stats(e.stats);
+    // In place: a torn record only resets the stats (file_format.h).
+    (void)!::pwrite(f.fd, rec.data(), rec.size(), off_t(e.header.file_bytes() - kStatsBytes));
+    if (auto it = index_.find(hit.file); it != index_.end()) {
+        it->second.hit.hits = e.stats.hits;
+        it->second.hit.last_used = e.stats.last_used;
+    }
+    ++stats_.hits;
+    stats_.bytes_read += uint64_t(st.st_size);
+    return e;
+}
+
+bool DiskCache::store(std::string_view text, std::span<const uint8_t> payload, const StoreMeta& meta,
+                      const ToolMap& tools) {
+    const std::string name = file_name(text);
+    const uint64_t bytes = file_bytes(text.size(), payload.size(), tool_section_bytes(tools));
+    {
+        std::lock_guard lock(mu_);
+        if (!saving_ || writing_.count(name)) {
+            ++stats_.stores_skipped;
+            return false;
+        }
+        if (auto it = index_.find(name); it != index_.end()) {
+            const Hit& h = it->second.hit;
+            bool same_tools = it->second.tools.size() == tools.size();
+            for (size_t i = 0; same_tools && i < tools.size(); ++i) {
+                auto t = it->second.tools.find(tools[i].first);
+                same_tools = t != it->second.tools.end() && t->second == tools[i].second;
+            }
+            if (h.tokens == meta.tokens && h.ctx == meta.ctx && h.file_bytes == bytes && same_tools) return true;
+        }
+        if (!make_room_locked(bytes, name)) {
+            ++stats_.stores_skipped;
+            return false;
+        }
+        reserved_ += bytes;
+        writing_.insert(name);
+    }
+
+    static std::atomic<uint64_t> counter{0};
+    const std::string final_path = path_of(name);
+    const std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+    const uint64_t created = now_s();
+    int err = 0;
+    const char* step = "create";
+    {
+        Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
+        if (f.fd < 0) {
+            err = errno;
+        } else {
+            step = "write";
+            err = write_contents(f.fd, text, payload, meta, tools, {opt_.model_id, opt_.payload_version}, created);
+            if (!err && ::fsync(f.fd) != 0) step = "fsync", err = errno;
+            const int fd = f.fd;
+            f.fd = -1;
+            if (::close(fd) != 0 && !err) step = "close", err = errno;
+        }
+    }
+    if (!err && ::rename(tmp.c_str(), final_path.c_str()) != 0) step = "rename", err = errno;
+    if (err) {
+        ::unlink(tmp.c_str());
+        std::lock_guard lock(mu_);
+        reserved_ -= bytes;
+        writing_.erase(name);
+        ++stats_.store_failures;
+        if (disk_full(err) && saving_) {
+            saving_ = false;
+            std::fprintf(stderr, "ds4: kv cache: %s of %s failed: %s; saving disabled\n", step, tmp.c_str(),
+                         std::strerror(err));
+        } else if (!disk_full(err)) {
+            std::fprintf(stderr, "ds4: kv cache: %s of %s failed: %s\n", step, tmp.c_str(), std::strerror(err));
+        }
+        return false;
+    }
+    sync_dir();
+
+    Item item;
+    item.hit = Hit{name, text_hash(text), int64_t(text.size()), meta.tokens, meta.ctx, bytes, 0, created, meta.reason};
+    for (const auto& [id, dsml] : tools) item.tools.emplace(id, dsml);
+    std::lock_guard lock(mu_);
+    if (auto it = index_.find(name); it != index_.end()) {
+        total_ -= it->second.hit.file_bytes;  // replaced by the rename, not evicted
+        index_.erase(it);
+    }
+    total_ += bytes;
+    reserved_ -= bytes;
+    writing_.erase(name);
+    index_.emplace(name, std::move(item));
+    ++stats_.stores;
+    stats_.bytes_written += bytes;
+    return true;
+}
+
+std::vector<std::pair<std::string, std::string>> DiskCache::tool_blocks(std::span<const std::string> ids) const {
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const std::string& id : ids) {
+        for (const auto& [name, it] : index_) {
+            if (auto t = it.tools.find(id); t != it.tools.end()) {
+                out.emplace_back(id, t->second);
+                break;
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<Hit> DiskCache::entries() const {
+    std::lock_guard lock(mu_);
+    std::vector<Hit> out;
+    for (const auto& [name, it] : index_) out.push_back(it.hit);
+    return out;
+}
+
+bool DiskCache::saving_enabled() const {
+    std::lock_guard lock(mu_);
+    return saving_;
+}
+
+Stats DiskCache::stats() const {
+    std::lock_guard lock(mu_);
+    Stats s = stats_;
+    s.files = index_.size();
+    s.total_bytes = total_;
+    return s;
+}
+
+}  // namespace ds4::kvcache

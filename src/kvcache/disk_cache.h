@@ -1,0 +1,140 @@
+// The disk KV cache (PRODUCT.md §5): model-state snapshots keyed by the rendered prompt text they
+// hold, in one directory, within a byte budget, safe against crashes at any moment.
+//
+// * Files are `<32 hex of XXH3-128(text)>.kv` (format: kvcache/file_format.h,
+//   docs/KV_CACHE_FORMAT.md). One process owns the directory.
+// * An in-memory index (built by scanning the headers at construction, kept up to date by
+//   store/load/eviction) answers lookup() without reading any file.
+// * store() writes `<name>.tmp.<pid>.<n>`, fsyncs it, renames it over the final name and fsyncs
+//   the directory, so a crash leaves the old file or the new one, never a torn one. The bytes of
+//   the .kv files plus the temporaries being written never exceed the budget: lowest-score files
+//   are evicted first (score below). A full disk (ENOSPC, EDQUOT, EFBIG) disables saving.
+// * A file that turns out damaged (scan or load) is removed with one warning line on stderr,
+//   "ds4: kv cache: removed <path>: <why>", and counted by cause.
+// * Thread-safe: one mutex guards the index and the counters; file I/O runs outside it.
+//
+// Eviction score (§5.4): (effective_hits + 1) * tokens / file_bytes, where effective_hits =
+// hits * 2^(-age / 6 h) with age since last use, taken as 0 below 0.01. Lowest first; ties go
+// to the older last use.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kvcache/file_format.h"
+
+namespace ds4::kvcache {
+
+struct Options {
+    std::string dir;            // created (mkdir -p) when missing
+    uint64_t budget_bytes = 0;  // the directory's .kv files and temporaries stay within this
+    ModelId model_id{};         // files of other models are removed at scan
+    uint32_t payload_version = 0;
+};
+
+// An index entry lookup() chose; load() reads it.
+struct Hit {
+    std::string file;  // the file name inside the directory
+    TextHash text_hash{};
+    int64_t text_bytes = 0;
+    int64_t tokens = 0;
+    int64_t ctx = 0;
+    uint64_t file_bytes = 0;
+    uint32_t hits = 0;
+    uint64_t last_used = 0;  // unix seconds
+    SaveReason reason = SaveReason::unknown;
+};
+
+struct Stats {
+    uint64_t hits = 0;           // successful loads
+    uint64_t misses = 0;         // lookups that found nothing, loads that failed or found no file
+    uint64_t bytes_read = 0;     // by successful loads
+    uint64_t bytes_written = 0;  // by successful stores
+    uint64_t evictions = 0;      // files removed for the budget
+    uint64_t stores = 0;         // files written
+    uint64_t store_failures = 0; // writes that failed (I/O error, full disk)
+    uint64_t stores_skipped = 0; // not written: too big for the budget, no room, saving disabled,
+                                 // or the same text already being written
+    uint64_t load_failures_checksum = 0;
+    uint64_t load_failures_truncated = 0;
+    uint64_t load_failures_foreign = 0;
+    uint64_t load_failures_io = 0;
+    uint64_t files = 0;          // .kv files in the index
+    uint64_t total_bytes = 0;    // their bytes
+};
+
+class DiskCache {
+public:
+    // Creates the directory, removes temporaries left by dead processes, scans the .kv files
+    // (removing foreign, damaged and misnamed ones) and evicts until within the budget. Throws
+    // ds4::Error when the directory cannot be created or read.
+    explicit DiskCache(Options opt);
+
+    // The entry whose text is the longest prefix of `prompt_text` (ties: more tokens) among those
+    // with tokens >= min_tokens and a recorded ctx <= `ctx`. Reads no file; counts a miss when
+    // none matches.
+    std::optional<Hit> lookup(std::string_view prompt_text, int64_t ctx, int64_t min_tokens);
+
+    // Reads hit's file whole and checks it. When `prompt_text` is given, the file's text must be
+    // its prefix (else nullopt, the file kept: a hash collision). A damaged file is removed with
+    // one warning and counted by cause; a file gone since lookup is a miss. On success the file's
+    // hit count and last use are updated in place.
+    std::optional<Entry> load(const Hit& hit, std::string_view prompt_text = {});
+
+    // Stores a snapshot of `text` (see the class comment). Returns true when the cache holds it
+    // afterwards (an identical snapshot already there counts), false when it was not written.
+    // A same-text file is replaced unless it is the identical snapshot (same tokens, ctx, size
+    // and tool map).
+    bool store(std::string_view text, std::span<const uint8_t> payload, const StoreMeta& meta,
+               const ToolMap& tools);
+
+    // The DSML blocks of those tool ids that any cached file maps, in the order of `ids`
+    // (ids no file knows are left out).
+    std::vector<std::pair<std::string, std::string>> tool_blocks(std::span<const std::string> ids) const;
+
+    // Every indexed file, as a Hit (for inspection and tests).
+    std::vector<Hit> entries() const;
+
+    bool saving_enabled() const;
+    Stats stats() const;
+    const std::string& dir() const { return opt_.dir; }
+
+private:
+    struct Item {
+        Hit hit;
+        std::map<std::string, std::string> tools;
+    };
+    std::string path_of(const std::string& file) const { return opt_.dir + "/" + file; }
+    void scan();
+    // Removes lowest-score files (never `keep`, never one being written) until the index plus
+    // reservations plus `need` fit the budget; `same` (a file about to be replaced) goes last.
+    // Returns false, evicting nothing, when that is impossible. Needs mu_.
+    bool make_room_locked(uint64_t need, const std::string& same);
+    void remove_locked(const std::string& file);
+    void warn_removed(const std::string& file, const std::string& why) const;
+    void count_failure_locked(Cause c);
+    void sync_dir() const;
+
+    Options opt_;
+    mutable std::mutex mu_;
+    std::map<std::string, Item> index_;   // by file name
+    std::set<std::string> writing_;        // names being written now
+    uint64_t total_ = 0;                   // bytes of the indexed files
+    uint64_t reserved_ = 0;                // bytes of the temporaries being written
+    bool saving_ = true;
+    Stats stats_;
+};
+
+// The eviction score of a file (see the class comment); `now` in unix seconds.
+double eviction_score(uint32_t hits, uint64_t last_used, int64_t tokens, uint64_t file_bytes, uint64_t now);
+
+}  // namespace ds4::kvcache
