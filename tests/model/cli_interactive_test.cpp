@@ -320,5 +320,37 @@ TEST_F(CliInteractive, ReadOfADirectoryIsAnError) {
     EXPECT_TRUE(prefills(err.str()).empty()) << "a turn ran: " << err.str();
 }
 
+// /save writes the conversation in the disk KV cache format; /load in a new process continues
+// it: the next turn reuses the saved tokens instead of prefilling them again.
+TEST_F(CliInteractive, SaveAndLoadContinueAConversation) {
+    const std::string saved = dir_->file("conv.kv");
+    auto run = [&](const std::string& script, const std::string& tag) {
+        const std::string in = dir_->file(tag + ".txt"), err_file = dir_->file(tag + "-err.txt");
+        std::ofstream(in) << script;
+        std::string cmd = "exec";
+        for (const auto& a : ds4({"--ctx", "1024", "--temp", "0", "-n", "3"})) cmd += " '" + a + "'";
+        cmd += " <'" + in + "' 2>'" + err_file + "'";
+        const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+        std::ifstream e(err_file);
+        std::stringstream err;
+        err << e.rdbuf();
+        EXPECT_EQ(r.exit_code, 0) << err.str();
+        return err.str();
+    };
+    const std::string first = run("Hello there\n/save " + saved + "\n/quit\n", "save");
+    ASSERT_NE(first.find("saved "), std::string::npos) << first;
+    ASSERT_TRUE(std::filesystem::exists(saved));
+    const std::string second = run("/load " + saved + "\nAnd then?\n/quit\n", "load");
+    ASSERT_NE(second.find("loaded "), std::string::npos) << second;
+    const auto pf = prefills(second);
+    ASSERT_EQ(pf.size(), 1u) << second;
+    EXPECT_GT(pf[0].second, 10) << "the loaded conversation was not reused: " << second;
+    // Not a kv file: an error, the chat goes on.
+    const std::string junk = dir_->file("junk.kv");
+    std::ofstream(junk) << "not a cache file at all, but long enough to hold a header" << std::string(200, '.');
+    const std::string third = run("/load " + junk + "\n/quit\n", "junk");
+    EXPECT_NE(third.find("ds4: /load " + junk + ": not a ds4 kv cache file"), std::string::npos) << third;
+}
+
 }  // namespace
 }  // namespace ds4::cli

@@ -17,9 +17,12 @@
 #include "common/file_io.h"
 #include "engine/engine.h"
 #include "generate.h"
+#include "kvcache/file_format.h"
 #include "line_editor.h"
 #include "model/context_check.h"
+#include "model/identity.h"
 #include "model/model.h"
+#include "model/state_file.h"
 #include "prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "turn.h"
@@ -50,6 +53,9 @@ constexpr const char* kHelp =
     "  /nothink     answer directly, without reasoning\n"
     "  /ctx N       start a new conversation with a context of N tokens\n"
     "  /read FILE   send the text of FILE as the next message\n"
+    "  /save FILE   save the conversation (its KV state and text) to FILE\n"
+    "  /load FILE   continue a conversation saved with /save (same model; the context must\n"
+    "               hold it)\n"
     "  /quit, /exit leave (so does Ctrl+D)\n"
     "Ctrl+C stops a reply and returns to the prompt; at the prompt it exits.\n";
 
@@ -68,6 +74,7 @@ public:
         model_ = model::open(o.model, {.threads = resolved_threads(o),
                                        .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
+        identity_ = model::identity(*model_);
         model::check_trained_context(*model_, ctx_, "--ctx");
         restart(ctx_);
     }
@@ -157,10 +164,42 @@ private:
                 return true;
             }
             turn(text);
+        } else if (cmd == "/save" || cmd == "/load") {
+            if (arg.empty()) {
+                std::fprintf(stderr, "usage: %s FILE\n", cmd.c_str());
+                return true;
+            }
+            try {
+                cmd == "/save" ? save(arg) : load(arg);
+            } catch (const Error& e) {
+                std::fprintf(stderr, "ds4: %s %s\n", cmd.c_str(), e.what());
+            }
         } else {
             std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
         }
         return true;
+    }
+
+    // The live session in the disk KV cache's file format (docs/KV_CACHE_FORMAT.md): the
+    // decoded conversation as its text, the engine's state as its payload.
+    void save(const std::string& path) {
+        const std::vector<uint8_t> state = engine_->save_state();
+        const auto& held = engine_->tokens();
+        kvcache::write_file(path, tok_->decode(held), state,
+                            {kvcache::SaveReason::manual, int64_t(held.size()), ctx_}, {}, identity_,
+                            model::kStateVersion);
+        std::fprintf(stderr, "saved %zu tokens to %s\n", held.size(), path.c_str());
+    }
+
+    // Replaces the conversation with a saved one; on failure the current one stays.
+    void load(const std::string& path) {
+        const kvcache::Entry e = kvcache::read_file(path, identity_, model::kStateVersion);
+        engine_->load_state(e.payload);
+        // The engine's tokens are the conversation: a reply cut by -n may end one sampled
+        // token early, which the next turn simply does not see.
+        transcript_ = engine_->tokens();
+        std::fprintf(stderr, "loaded %zu tokens from %s (context: %lld/%lld tokens)\n",
+                     transcript_.size(), path.c_str(), (long long)transcript_.size(), (long long)ctx_);
     }
 
     // The transcript with the user's new turn appended: the whole one-turn prompt first, then
@@ -232,6 +271,7 @@ private:
     std::unique_ptr<tokenizer::Tokenizer> tok_;
     std::unique_ptr<engine::Engine> engine_;
     std::vector<int32_t> transcript_;  // every token of the conversation so far
+    kvcache::ModelId identity_{};      // model::identity, for /save and /load
 };
 
 }  // namespace

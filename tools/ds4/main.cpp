@@ -118,8 +118,8 @@ ParseResult parse_options(int argc, char** argv) {
         ->group("Diagnostics");
     app.footer(
         "Without -p or --prompt-file, ds4 is an interactive chat: /help, /think, /think-max,\n"
-        "/nothink, /ctx N, /read FILE, /quit; Ctrl+C stops a reply, Ctrl+D exits; history in\n"
-        "~/.ds4_history. -n caps each reply.\n"
+        "/nothink, /ctx N, /read FILE, /save FILE, /load FILE, /quit; Ctrl+C stops a reply,\n"
+        "Ctrl+D exits; history in ~/.ds4_history. -n caps each reply.\n"
         "Examples:\n"
         "  ds4 -m models/default.gguf\n"
         "  ds4 -m models/default.gguf -p \"Hello\" --nothink -n 32\n"

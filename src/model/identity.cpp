@@ -1,0 +1,33 @@
+#include "model/identity.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+#include <memory>
+
+namespace ds4::model {
+
+std::array<uint8_t, 16> identity(const Model& m) {
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st(XXH3_createState(), &XXH3_freeState);
+    if (!st) throw std::bad_alloc();
+    XXH3_128bits_reset(st.get());
+    const auto& meta = m.info().metadata_hash;
+    XXH3_128bits_update(st.get(), meta.data(), meta.size());
+    for (const gguf::TensorInfo& t : m.file().tensors()) {
+        // Length-prefixed name, then type and the four dims: no two layouts share a byte string.
+        const uint64_t len = t.name.size();
+        XXH3_128bits_update(st.get(), &len, sizeof len);
+        XXH3_128bits_update(st.get(), t.name.data(), t.name.size());
+        const uint32_t type = uint32_t(t.type);
+        XXH3_128bits_update(st.get(), &type, sizeof type);
+        XXH3_128bits_update(st.get(), &t.n_dims, sizeof t.n_dims);
+        XXH3_128bits_update(st.get(), t.ne.data(), sizeof t.ne);
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st.get()));
+    std::array<uint8_t, 16> out;
+    std::memcpy(out.data(), c.digest, 16);
+    return out;
+}
+
+}  // namespace ds4::model

@@ -1,0 +1,16 @@
+// A 16-byte identity of a model's layout, for snapshots stored outside the process (the disk KV
+// cache, ds4's /save): XXH3-128 over ModelInfo::metadata_hash and every tensor's name, type and
+// shape in file order. Equal for the same model file; different when the metadata or any
+// tensor's layout differs (another quantization of the same weights included).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "model/model.h"
+
+namespace ds4::model {
+
+std::array<uint8_t, 16> identity(const Model& m);
+
+}  // namespace ds4::model
