@@ -65,6 +65,15 @@ RenderedPrompt render_prompt(const std::vector<Message>& messages, const RenderO
 // and ending with "</｜DSML｜tool_calls>" (no EOS). Empty when calls is empty.
 std::string render_tool_calls(const std::vector<ToolCall>& calls);
 
+// The first bytes of a reply that must call a tool (tool_choice "required" or a named tool;
+// spec/PRODUCT.md §4.5): "\n\n<｜DSML｜tool_calls>\n", then, when `tool` is not empty,
+// "<｜DSML｜invoke name=\"TOOL\">\n" — exactly what the canonical history rendering of a
+// reply without content writes, so the next turn's prompt continues it token for token. In
+// thinking mode (the prompt ends with <think>) the reply first closes its reasoning: "</think>"
+// comes first, and the model does not think before a forced call. Appended to `prompt` (the
+// tool name as untrusted text); returns the appended text.
+std::string append_tool_call_opening(RenderedPrompt& prompt, bool thinking, std::string_view tool);
+
 // The "## Tools" system section for an OpenAI tools array (ends with a newline).
 std::string render_tools_block(const std::string& tools_json);
 

@@ -123,6 +123,10 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
         out.clear();
     };
 
+    // A forced tool choice: the reply's opening is already in the prompt; the parser and the
+    // final text see it as if it had been generated.
+    deliver(job.reply_prefix);
+
     engine::GenerateOptions gopt;
     gopt.sampling = job.request.sampling;
     gopt.max_tokens = job.max_tokens;

@@ -262,7 +262,10 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const int64_t ctx = engine_.ctx();
     const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
     try {
-        const auto prompt = chat::render_prompt(r.messages, render_options(mode, ctx, r));
+        auto prompt = chat::render_prompt(r.messages, render_options(mode, ctx, r));
+        if (r.tool_choice.forced() && !r.tools_json.empty())
+            job->reply_prefix = chat::append_tool_call_opening(prompt, mode != chat::ThinkingMode::Off,
+                                                               r.tool_choice.name);
         job->prompt = chat::tokenize_prompt(engine_.tokenizer(), prompt);
     } catch (const Error& e) {
         ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));

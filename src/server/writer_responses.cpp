@@ -17,7 +17,14 @@ class ResponsesWriter : public ApiWriter {
 public:
     ResponsesWriter(const Request& req, const ResponseMeta& meta)
         : stream_(req.stream), summary_(req.reasoning_summary), meta_(meta), tools_(req.tools),
-          id_(responses_id("resp_")) {}
+          id_(responses_id("resp_")) {
+        using M = ToolChoice::Mode;
+        const auto& c = req.tool_choice;
+        tool_choice_ = c.mode == M::None       ? ojson("none")
+                       : c.mode == M::Required ? ojson("required")
+                       : c.mode == M::Named    ? ojson{{"type", "function"}, {"name", wire_name(c.name)}}
+                                               : ojson("auto");
+    }
 
     void begin(const Usage&, std::string& out) override {
         emit(out, "response.created", {{"response", response("in_progress")}});
@@ -106,12 +113,16 @@ private:
     ojson response(const char* status) const {
         return {{"id", id_}, {"object", "response"}, {"created_at", meta_.created}, {"status", status},
                 {"model", meta_.model}, {"output", ojson::array()}, {"parallel_tool_calls", true},
-                {"tool_choice", "auto"}, {"tools", ojson::array()}};
+                {"tool_choice", tool_choice_}, {"tools", ojson::array()}};
     }
     const ToolName* tool(const std::string& name) const {
         for (const auto& t : tools_)
             if (t.name == name) return &t;
         return nullptr;
+    }
+    std::string wire_name(const std::string& name) const {
+        const ToolName* t = tool(name);
+        return t ? t->wire_name : name;
     }
     bool custom_call() const {
         const ToolName* t = tool(call_name_);
@@ -218,6 +229,7 @@ private:
     ResponseMeta meta_;
     std::vector<ToolName> tools_;
     std::string id_;
+    ojson tool_choice_;
     int64_t seq_ = 0;
     Item kind_ = Item::None;
     std::string item_id_, call_id_, call_name_, args_, text_, reasoning_text_;

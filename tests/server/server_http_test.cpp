@@ -408,10 +408,12 @@ TEST(ServerErrors, StatusCodesAndShapes) {
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_1"}}), 400,
                  "previous_response_id is not supported");
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"conversation", "c"}}), 400, "conversation is not supported");
+    openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", "sometimes"}}), 400,
+                 "tool_choice=sometimes not supported");
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", "required"}}), 400,
-                 "tool_choice=required not supported");
-    openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", {{"type", "function"}}}}), 400,
-                 "forced tool_choice not supported");
+                 "the request has no tools");
+    openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", {{"type", "function"}, {"name", "f"}}}}),
+                 400, "which is not in tools");
     openai_error(post(u + "/v1/responses", {{"input", {{{"type", "function_call"}, {"status", "in_progress"}}}}}),
                  400, "status");
     openai_error(http("POST", u + "/v1/chat/completions", std::string(200000, ' ')), 413, "request body too large");

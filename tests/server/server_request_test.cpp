@@ -20,6 +20,11 @@ using chat::ThinkingMode;
 
 Request parse(Api api, const json& j) { return parse_request(api, j.dump()); }
 
+json with_field(json j, const char* key, const json& value) {
+    j[key] = value;
+    return j;
+}
+
 json chat_body(json extra = json::object()) {
     json j = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
     j.update(extra);
@@ -217,8 +222,61 @@ TEST(ServerRequest, RejectionsCarryStatusAndParam) {
     EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":true})").param, "logprobs");
     EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"response_format":{"type":"grammar"}})").param,
               "response_format");
-    EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":"required"})").what()),
-              "tool_choice=required not supported");
+    EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":"sometimes"})").what()),
+              "tool_choice=sometimes not supported");
+    EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":{"type":"web_search_preview"}})").what()),
+              "tool_choice type 'web_search_preview' not supported");
+}
+
+TEST(ServerRequest, ForcedToolChoiceOfEveryApi) {
+    using M = ToolChoice::Mode;
+    const json fn = {{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};
+    const json chat = chat_body({{"tools", {fn}}});
+    auto chat_with = [&](const json& choice) { return parse(Api::Chat, with_field(chat, "tool_choice", choice)); };
+    EXPECT_EQ(parse(Api::Chat, chat).tool_choice.mode, M::Auto);
+    EXPECT_EQ(chat_with("auto").tool_choice.mode, M::Auto);
+    EXPECT_EQ(chat_with("required").tool_choice.mode, M::Required);
+    const Request named = chat_with({{"type", "function"}, {"function", {{"name", "get_weather"}}}});
+    EXPECT_EQ(named.tool_choice.mode, M::Named);
+    EXPECT_EQ(named.tool_choice.name, "get_weather");
+    EXPECT_EQ(chat_with({{"type", "allowed_tools"}, {"allowed_tools", {{"mode", "required"}}}}).tool_choice.mode,
+              M::Required);
+    const Request none = chat_with("none");
+    EXPECT_EQ(none.tool_choice.mode, M::None);
+    EXPECT_TRUE(none.tools_json.empty());
+
+    const json responses = {{"input", "x"},
+                            {"tools", {{{"type", "function"}, {"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}};
+    EXPECT_EQ(parse(Api::Responses, with_field(responses, "tool_choice", "required")).tool_choice.mode, M::Required);
+    const Request rn = parse(Api::Responses, with_field(responses, "tool_choice", {{"type", "function"}, {"name", "get_weather"}}));
+    EXPECT_EQ(rn.tool_choice.mode, M::Named);
+    EXPECT_EQ(rn.tool_choice.name, "get_weather");
+
+    const json messages = {{"max_tokens", 5},
+                           {"messages", {{{"role", "user"}, {"content", "x"}}}},
+                           {"tools", {{{"name", "get_weather"}, {"input_schema", {{"type", "object"}}}}}}};
+    EXPECT_EQ(parse(Api::Messages, with_field(messages, "tool_choice", {{"type", "auto"}})).tool_choice.mode, M::Auto);
+    EXPECT_EQ(parse(Api::Messages, with_field(messages, "tool_choice", {{"type", "any"}})).tool_choice.mode, M::Required);
+    const Request an = parse(Api::Messages, with_field(messages, "tool_choice", {{"type", "tool"}, {"name", "get_weather"}}));
+    EXPECT_EQ(an.tool_choice.mode, M::Named);
+    EXPECT_EQ(an.tool_choice.name, "get_weather");
+    EXPECT_TRUE(parse(Api::Messages, with_field(messages, "tool_choice", {{"type", "none"}})).tools_json.empty());
+
+    // A name that is not a tool, or a required call without tools: 400 naming tool_choice.
+    for (const auto& [api, body] :
+         {std::pair{Api::Chat, with_field(chat, "tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}})},
+          std::pair{Api::Responses, with_field(responses, "tool_choice", {{"type", "function"}, {"name", "nope"}})},
+          std::pair{Api::Messages, with_field(messages, "tool_choice", {{"type", "tool"}, {"name", "nope"}})},
+          std::pair{Api::Chat, with_field(chat_body(), "tool_choice", "required")},
+          std::pair{Api::Messages, with_field(with_field(messages, "tools", json::array()), "tool_choice", {{"type", "any"}})}}) {
+        try {
+            parse(api, body);
+            ADD_FAILURE() << "accepted: " << body.dump();
+        } catch (const RequestError& e) {
+            EXPECT_EQ(e.status, 400);
+            EXPECT_EQ(e.param, "tool_choice") << e.what();
+        }
+    }
 }
 
 RequestError rejection(Api api, std::string_view body) {

@@ -1,0 +1,125 @@
+// ds4-server client fidelity (issue 23 items 4 and 6) against a real server on loopback with
+// the tiny model and scripted output (--test-force-output): forced tool choice in every API,
+// reasoning-token usage and Anthropic cache accounting, lenient JSON bodies and HEAD, the
+// --trace file, and exact DSML tool replay (spec/PRODUCT.md §4.3-§4.10).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "server_process.h"
+
+namespace ds4::servertest {
+namespace {
+
+using json = nlohmann::json;
+
+const std::string kDsml = "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c";
+const std::string kParamCity = "<" + kDsml + "parameter name=\"city\" string=\"true\">Paris</" + kDsml + "parameter>\n";
+const std::string kCallTail = kParamCity + "</" + kDsml + "invoke>\n</" + kDsml + "tool_calls>";
+const std::string kInvoke = "<" + kDsml + "invoke name=\"get_weather\">\n";
+
+json weather_tool() {
+    return {{"type", "function"},
+            {"function", {{"name", "get_weather"},
+                          {"description", "Weather forecast"},
+                          {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
+}
+
+json user_chat(const std::string& text) { return {{"messages", {{{"role", "user"}, {"content", text}}}}}; }
+
+std::vector<json> data_events(const std::string& body) {
+    std::vector<json> out;
+    for (const auto& e : parse_sse(body))
+        if (e.event != "comment" && e.data != "[DONE]") out.push_back(json::parse(e.data));
+    return out;
+}
+
+// --- Item 1: forced tool choice ------------------------------------------------------------
+
+TEST(ServerToolChoice, NamedAndRequiredStartTheReplyWithTheToolCall) {
+    // The forced outputs are what the model writes after the forced opening: for a named tool
+    // the parameters, for "required" the invoke as well.
+    ServerProcess s({}, json::array({kCallTail, kCallTail, kInvoke + kCallTail, "<think>r</think>Hi."}));
+    json req = user_chat("weather?");
+    req["tools"] = json::array({weather_tool()});
+    req["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+    auto r = post(s.url() + "/v1/chat/completions", req);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json c = r.json()["choices"][0];
+    EXPECT_EQ(c["finish_reason"], "tool_calls") << c;
+    EXPECT_FALSE(c["message"].contains("reasoning_content")) << c;  // thinking was closed first
+    ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << c;
+    EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+              json({{"city", "Paris"}}));
+    const int forced_prompt = r.json()["usage"]["prompt_tokens"];
+
+    // Streamed: after the role chunk, the first delta is the tool call's header.
+    req["stream"] = true;
+    auto st = post(s.url() + "/v1/chat/completions", req);
+    ASSERT_EQ(st.status, 200);
+    const auto chunks = data_events(st.body);
+    ASSERT_GE(chunks.size(), 3u);
+    const json& first = chunks[1]["choices"][0]["delta"];
+    ASSERT_TRUE(first.contains("tool_calls")) << chunks[1];
+    EXPECT_EQ(first["tool_calls"][0]["function"]["name"], "get_weather");
+
+    json required = user_chat("weather?");
+    required["tools"] = json::array({weather_tool()});
+    required["tool_choice"] = "required";
+    auto rr = post(s.url() + "/v1/chat/completions", required);
+    ASSERT_EQ(rr.status, 200);
+    EXPECT_EQ(rr.json()["choices"][0]["finish_reason"], "tool_calls") << rr.body;
+    EXPECT_EQ(rr.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+
+    // The opening is part of the prompt: the same request with auto has fewer prompt tokens.
+    required.erase("tool_choice");
+    auto ra = post(s.url() + "/v1/chat/completions", required);
+    ASSERT_EQ(ra.status, 200);
+    EXPECT_GE(forced_prompt, ra.json()["usage"]["prompt_tokens"].get<int>() + 5);
+}
+
+TEST(ServerToolChoice, AnthropicAndResponsesShapes) {
+    ServerProcess s({}, json::array({kCallTail, kInvoke + kCallTail}));
+    const json anthropic_tool = {{"name", "get_weather"}, {"input_schema", {{"type", "object"}}}};
+    json m = {{"max_tokens", 50},
+              {"messages", {{{"role", "user"}, {"content", "weather?"}}}},
+              {"tools", {anthropic_tool}},
+              {"tool_choice", {{"type", "tool"}, {"name", "get_weather"}}}};
+    auto a = post(s.url() + "/v1/messages", m);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(a.json()["stop_reason"], "tool_use");
+    const json content = a.json()["content"];
+    ASSERT_EQ(content.size(), 1u) << content;
+    EXPECT_EQ(content[0]["type"], "tool_use");
+    EXPECT_EQ(content[0]["input"], json({{"city", "Paris"}}));
+
+    // Unknown tool: 400 in Anthropic's shape.
+    m["tool_choice"] = {{"type", "tool"}, {"name", "nope"}};
+    auto bad = post(s.url() + "/v1/messages", m);
+    EXPECT_EQ(bad.status, 400);
+    EXPECT_EQ(bad.json()["type"], "error");
+    EXPECT_EQ(bad.json()["error"]["type"], "invalid_request_error");
+
+    json rq = {{"input", "weather?"},
+               {"tools", {{{"type", "function"}, {"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}},
+               {"tool_choice", "required"}};
+    auto rs = post(s.url() + "/v1/responses", rq);
+    ASSERT_EQ(rs.status, 200) << rs.body;
+    const json out = rs.json()["output"];
+    ASSERT_EQ(out.size(), 1u) << out;
+    EXPECT_EQ(out[0]["type"], "function_call");
+    EXPECT_EQ(out[0]["name"], "get_weather");
+    EXPECT_EQ(rs.json()["tool_choice"], "required");
+
+    // Unknown tool: 400 in OpenAI's shape.
+    rq["tool_choice"] = {{"type", "function"}, {"name", "nope"}};
+    auto rbad = post(s.url() + "/v1/responses", rq);
+    EXPECT_EQ(rbad.status, 400);
+    EXPECT_EQ(rbad.json()["error"]["param"], "tool_choice");
+}
+
+}  // namespace
+}  // namespace ds4::servertest
