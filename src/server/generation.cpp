@@ -133,8 +133,11 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
     gopt.cancel = &ch.cancel;
     if (job.forced) gopt.forced = &*job.forced;
     engine::GenerateResult gen;
+    int64_t reasoning_tokens = 0;
     try {
         gen = engine.generate(gopt, [&](int32_t id) {
+            // A token counts as reasoning while the parser has not seen </think> before it.
+            if (job.thinking && parser.content_start() < 0) ++reasoning_tokens;
             deliver(stops.feed(decoder.push(id)));
             return !stops.hit() && !parser.block_closed();
         });
@@ -151,6 +154,7 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
     FinishInfo f;
     f.usage = usage;
     f.usage.completion = gen.emitted;
+    f.usage.reasoning = reasoning_tokens;
     f.parsed = chat::parse_output(text, popt);
     f.reasoning_complete = !job.thinking || parser.content_start() >= 0;
     f.stop_sequence = stops.hit() ? stops.stop() : std::string();

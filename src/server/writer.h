@@ -20,6 +20,8 @@ struct Usage {
     int64_t cached = 0;      // reused from the live session
     int64_t written = 0;     // newly evaluated (prompt - cached)
     int64_t completion = 0;  // generated tokens
+    int64_t reasoning = 0;   // of those, generated while the output was still reasoning
+                             // (before </think>; the </think> token included)
 };
 
 enum class Finish { Stop, Length, ToolCalls, Error };

@@ -48,7 +48,8 @@ ojson openai_usage(const Usage& u) {
     return {{"prompt_tokens", u.prompt},
             {"completion_tokens", u.completion},
             {"total_tokens", u.prompt + u.completion},
-            {"prompt_tokens_details", {{"cached_tokens", u.cached}, {"cache_write_tokens", u.written}}}};
+            {"prompt_tokens_details", {{"cached_tokens", u.cached}, {"cache_write_tokens", u.written}}},
+            {"completion_tokens_details", {{"reasoning_tokens", u.reasoning}}}};
 }
 
 class ChatWriter : public ApiWriter {

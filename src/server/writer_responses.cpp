@@ -81,7 +81,7 @@ public:
         r["usage"] = {{"input_tokens", u.prompt},
                       {"input_tokens_details", {{"cached_tokens", u.cached}, {"cache_write_tokens", u.written}}},
                       {"output_tokens", u.completion},
-                      {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                      {"output_tokens_details", {{"reasoning_tokens", u.reasoning}}},
                       {"total_tokens", u.prompt + u.completion}};
         if (!stream_) {
             out += dump(r);

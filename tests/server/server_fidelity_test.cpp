@@ -121,5 +121,49 @@ TEST(ServerToolChoice, AnthropicAndResponsesShapes) {
     EXPECT_EQ(rbad.json()["error"]["param"], "tool_choice");
 }
 
+// --- Item 2: usage ------------------------------------------------------------------------
+
+TEST(ServerUsage, ReasoningTokensAndAnthropicCacheAccounting) {
+    // "<think>" (1 token) + reasoning + "</think>" (1 token) are reasoning; the answer is not.
+    const std::string think = "<think>Let me think about it a while.</think>Hello there, friend!";
+    ServerProcess s({}, json::array({think, think, think, "Plain answer, no thinking at all.", think, think}));
+    auto r = post(s.url() + "/v1/chat/completions", user_chat("hi"));
+    ASSERT_EQ(r.status, 200);
+    const json u = r.json()["usage"];
+    const int reasoning = u["completion_tokens_details"]["reasoning_tokens"];
+    EXPECT_GE(reasoning, 4);
+    EXPECT_LE(reasoning, u["completion_tokens"].get<int>() - 3);  // "Hello there, friend!" is >= 3 tokens
+
+    // The same text streamed and in the other OpenAI APIs: the same count.
+    json st = user_chat("hi");
+    st["stream"] = true;
+    st["stream_options"] = {{"include_usage", true}};
+    auto sr = post(s.url() + "/v1/chat/completions", st);
+    EXPECT_EQ(data_events(sr.body).back()["usage"]["completion_tokens_details"]["reasoning_tokens"], reasoning);
+    auto rr = post(s.url() + "/v1/responses", {{"input", "hi"}});
+    ASSERT_EQ(rr.status, 200);
+    EXPECT_EQ(rr.json()["usage"]["output_tokens_details"]["reasoning_tokens"], reasoning);
+
+    json off = user_chat("hi");
+    off["thinking"] = {{"type", "disabled"}};
+    auto ro = post(s.url() + "/v1/chat/completions", off);
+    EXPECT_EQ(ro.json()["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
+
+    // Anthropic: input_tokens are the uncached prompt tokens, cache reads the reused ones,
+    // and the three add up to the prompt.
+    const json m = {{"max_tokens", 100}, {"messages", {{{"role", "user"}, {"content", "hello"}}}}};
+    auto a1 = post(s.url() + "/v1/messages", m);
+    ASSERT_EQ(a1.status, 200) << a1.body;
+    const json u1 = a1.json()["usage"];
+    auto count = post(s.url() + "/v1/messages/count_tokens", m);
+    const int prompt = count.json()["input_tokens"];
+    EXPECT_EQ(u1["input_tokens"].get<int>() + u1["cache_read_input_tokens"].get<int>(), prompt);
+    EXPECT_EQ(u1["cache_creation_input_tokens"], 0);
+    auto a2 = post(s.url() + "/v1/messages", m);  // the same prompt again: nearly all cached
+    const json u2 = a2.json()["usage"];
+    EXPECT_GE(u2["cache_read_input_tokens"].get<int>(), prompt - 1);
+    EXPECT_EQ(u2["input_tokens"].get<int>(), prompt - u2["cache_read_input_tokens"].get<int>());
+}
+
 }  // namespace
 }  // namespace ds4::servertest

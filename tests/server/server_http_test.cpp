@@ -318,12 +318,13 @@ TEST(ServerAnthropic, NonStreamingContentAndToolResultHistory) {
     EXPECT_EQ(j["content"][0]["thinking"], "Thought.");
     EXPECT_EQ(j["content"][0]["signature"], j["id"]);
     EXPECT_EQ(j["content"][1]["text"], "Sunny, 20 C.");
-    EXPECT_GT(j["usage"]["cache_creation_input_tokens"].get<int>(), 10);
+    EXPECT_GT(j["usage"]["input_tokens"].get<int>(), 10);
+    EXPECT_EQ(j["usage"]["cache_creation_input_tokens"], 0);
 
     // count_tokens renders the same prompt without generating.
     auto c = post(s.url() + "/v1/messages/count_tokens", req);
     ASSERT_EQ(c.status, 200) << c.body;
-    EXPECT_EQ(c.json()["input_tokens"], j["usage"]["cache_creation_input_tokens"].get<int>() +
+    EXPECT_EQ(c.json()["input_tokens"], j["usage"]["input_tokens"].get<int>() +
                                             j["usage"]["cache_read_input_tokens"].get<int>());
 }
 
