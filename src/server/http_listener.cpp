@@ -77,7 +77,7 @@ constexpr size_t kRecvChunk = 256 * 1024;
 
 }  // namespace
 
-std::string serialize_response(const HttpResponse& r, bool chunked) {
+std::string serialize_response(const HttpResponse& r, bool chunked, bool head) {
     std::string out = fmt::format("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
     if (r.status != 204 && r.status != 100) {
         out += "Content-Type: " + r.content_type + "\r\n";
@@ -86,7 +86,7 @@ std::string serialize_response(const HttpResponse& r, bool chunked) {
     }
     for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
     out += "Connection: close\r\n\r\n";
-    if (!chunked && r.status != 204) out += r.body;
+    if (!chunked && !head && r.status != 204) out += r.body;
     return out;
 }
 
@@ -400,7 +400,9 @@ void HttpListener::after_feed(Conn& c) {
 }
 
 void HttpListener::respond(Conn& c, const HttpResponse& r) {
-    c.out = serialize_response(r);
+    const bool head = c.reader && c.reader->state() != HttpRequestReader::State::Headers &&
+                      c.reader->request().method == "HEAD";
+    c.out = serialize_response(r, false, head);
     c.out_pos = 0;
     c.phase = Conn::Phase::Writing;
     c.deadline = after(options_.write_timeout_s);

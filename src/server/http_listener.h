@@ -74,8 +74,9 @@ private:
 };
 
 // "HTTP/1.1 STATUS REASON" with the header fields and Connection: close; the body follows
-// with Content-Length (chunked: Transfer-Encoding instead, body not included).
-std::string serialize_response(const HttpResponse& r, bool chunked = false);
+// with Content-Length (chunked: Transfer-Encoding instead, body not included). `head`: the
+// answer to a HEAD request, the same header fields (Content-Length of the body) and no body.
+std::string serialize_response(const HttpResponse& r, bool chunked = false, bool head = false);
 
 class HttpListener {
 public:

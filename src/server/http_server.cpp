@@ -191,13 +191,18 @@ std::optional<HttpResponse> HttpServer::on_headers(const HttpRequest& req) {
         if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
         if (!same_secret(given, options_.api_key)) return error(path, 401, "invalid or missing API key", {}, "invalid_api_key");
     }
-    const bool get = req.method == "GET" && get_route(path);
+    // HEAD answers like GET without the body (the listener drops it, HttpListener::respond).
+    const bool get = (req.method == "GET" || req.method == "HEAD") && get_route(path);
     const bool post = req.method == "POST" && post_route(path);
     if (!get && !post) return error(path, 404, "unknown endpoint");
     if (stopping_ && path != "/health" && path != "/metrics") return error(path, 503, "server shutting down");
-    // A JSON body only: a browser cannot send application/json across origins without a
-    // CORS preflight, which gets no CORS answer without --cors.
-    if (post && media_type(req.header("content-type")) != "application/json")
+    // Bodies are JSON whatever their Content-Type says (clients that send none or text/plain
+    // work), except from browsers: every browser sends Origin with every POST (the Fetch
+    // standard), and a page may send a form or text/plain body across origins without a CORS
+    // preflight. A request with an Origin must therefore be application/json, which no page
+    // can send to another origin without a preflight (and the preflight gets no CORS answer
+    // without --cors). A request without an Origin is not a web page's.
+    if (post && req.has_header("origin") && media_type(req.header("content-type")) != "application/json")
         return error(path, 415, fmt::format("Content-Type must be application/json (got '{}')",
                                             cap_text(req.header("content-type"), 64)));
     return std::nullopt;
@@ -217,7 +222,7 @@ std::optional<HttpResponse> HttpServer::on_request(const HttpRequest& req) {
         for (const char* id : kModelIds) data.push_back(ojson::parse(model_json(id)));
         return json(ojson{{"object", "list"}, {"data", data}}.dump());
     }
-    if (req.method == "GET" && path.rfind(kModelsPrefix, 0) == 0) {
+    if (req.method != "POST" && path.rfind(kModelsPrefix, 0) == 0) {
         const std::string id = path.substr(std::strlen(kModelsPrefix));
         if (known_model(id)) return json(model_json(id));
         return error(path, 404, "model '" + cap_text(id, 64) + "' not found", "model", "model_not_found");

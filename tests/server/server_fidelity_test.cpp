@@ -165,5 +165,56 @@ TEST(ServerUsage, ReasoningTokensAndAnthropicCacheAccounting) {
     EXPECT_EQ(u2["input_tokens"].get<int>(), prompt - u2["cache_read_input_tokens"].get<int>());
 }
 
+// --- Item 3: lenient bodies and HEAD ----------------------------------------------------------
+
+TEST(ServerHttp, AnyContentTypeWithoutOriginAndLargeBodies) {
+    ServerProcess s({}, json::array({"<think>r</think>A.", "<think>r</think>B.", "<think>r</think>C.",
+                                     "<think>r</think>D."}));
+    // A long (100 KB) message in a body with no Content-Type, text/plain or a form type.
+    json big = user_chat(std::string(100000, 'a'));
+    big["max_tokens"] = 8;
+    for (const char* type : {"Content-Type:", "Content-Type: text/plain",
+                             "Content-Type: application/x-www-form-urlencoded"}) {
+        const auto r = http("POST", s.url() + "/v1/chat/completions", user_chat("hi").dump(), {type});
+        EXPECT_EQ(r.status, 200) << type << " " << r.body;
+        EXPECT_EQ(r.json()["object"], "chat.completion") << type;
+    }
+    const auto large = http("POST", s.url() + "/v1/messages/count_tokens",
+                            json{{"messages", {{{"role", "user"}, {"content", std::string(100000, 'a')}}}}}.dump(),
+                            {"Content-Type: text/plain"});
+    EXPECT_EQ(large.status, 200) << large.body;
+    EXPECT_GT(large.json()["input_tokens"].get<int>(), 1000);
+    // Still JSON: anything else is a 400 JSON error, not a 415.
+    const auto junk = http("POST", s.url() + "/v1/chat/completions", "a=1&b=2", {"Content-Type: application/x-www-form-urlencoded"});
+    EXPECT_EQ(junk.status, 400);
+    EXPECT_NE(junk.body.find("invalid JSON request"), std::string::npos);
+}
+
+TEST(ServerHttp, HeadAnswersLikeGetWithoutTheBody) {
+    ServerProcess s;
+    for (const std::string path : {"/health", "/v1/models", "/v1/models/deepseek-v4-flash", "/metrics"}) {
+        const auto get = http("GET", s.url() + path);
+        ASSERT_EQ(get.status, 200) << path;
+        RawConnection c(s.url());
+        ASSERT_TRUE(c.send("HEAD " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+        const std::string raw = c.read_all(5);
+        EXPECT_EQ(status_of(raw), 200) << path << raw;
+        const size_t end = raw.find("\r\n\r\n");
+        ASSERT_NE(end, std::string::npos) << raw;
+        EXPECT_EQ(raw.size(), end + 4) << "a body after the header: " << raw;
+        const std::string header = raw.substr(0, end);
+        EXPECT_NE(header.find("Content-Type: " + get.header("Content-Type")), std::string::npos) << header;
+        if (path != "/metrics")  // the metrics text changes between the two requests
+            EXPECT_NE(header.find("Content-Length: " + std::to_string(get.body.size())), std::string::npos) << header;
+        else
+            EXPECT_NE(header.find("Content-Length: "), std::string::npos) << header;
+    }
+    RawConnection c(s.url());
+    ASSERT_TRUE(c.send("HEAD /v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    const std::string raw = c.read_all(5);
+    EXPECT_EQ(status_of(raw), 404);
+    EXPECT_EQ(raw.size(), raw.find("\r\n\r\n") + 4) << raw;
+}
+
 }  // namespace
 }  // namespace ds4::servertest
