@@ -96,7 +96,9 @@ HttpServer::HttpServer(engine::Engine& engine, ServerOptions options, std::uniqu
     : engine_(engine), options_(std::move(options)), forced_(std::move(forced)), scheduler_(engine, metrics_) {
     hosts_.bound = options_.host == "localhost" ? "127.0.0.1" : options_.host;
     hosts_.allowed = options_.allowed_hosts;
+    if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path);
     ListenerOptions lo;
+    lo.trace = trace_.get();
     lo.host = options_.host;
     lo.port = options_.port;
     lo.limits.max_body = options_.max_body;

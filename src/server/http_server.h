@@ -39,6 +39,7 @@ struct ServerOptions {
     bool cors = false;
     std::vector<std::string> allowed_hosts;  // Host names accepted besides localhost and the address
     std::string model_name = "DeepSeek V4 Flash";
+    std::string trace_path;                  // --trace: JSON lines of every request and response
 };
 
 class HttpServer {
@@ -72,6 +73,7 @@ private:
     engine::Engine& engine_;
     ServerOptions options_;
     HostPolicy hosts_;
+    std::unique_ptr<Trace> trace_;
     std::unique_ptr<ForcedOutputs> forced_;
     Metrics metrics_;
     Scheduler scheduler_;

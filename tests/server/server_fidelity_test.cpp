@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <unistd.h>
 #include <sstream>
 
 #include "server_process.h"
@@ -214,6 +216,83 @@ TEST(ServerHttp, HeadAnswersLikeGetWithoutTheBody) {
     const std::string raw = c.read_all(5);
     EXPECT_EQ(status_of(raw), 404);
     EXPECT_EQ(raw.size(), raw.find("\r\n\r\n") + 4) << raw;
+}
+
+// --- Item 4: --trace ---------------------------------------------------------------------
+
+std::vector<json> read_lines(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<json> out;
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+}
+
+TEST(ServerTrace, RequestsAndResponsesAsJsonLinesWithKeysRedacted) {
+    const auto dir = std::filesystem::temp_directory_path() / ("ds4-trace-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "trace.jsonl").string();
+    std::filesystem::remove(path);
+    {
+        ServerProcess s({"--trace", path, "--api-key", "sekret-key"},
+                        json::array({"<think>r</think>Plain.", "<think>r</think>Streamed."}));
+        ASSERT_EQ(post(s.url() + "/v1/chat/completions", user_chat("one"), {"Authorization: Bearer sekret-key"}).status, 200);
+        json st = user_chat("two");
+        st["stream"] = true;
+        const auto sr = post(s.url() + "/v1/chat/completions", st, {"x-api-key: sekret-key"});
+        ASSERT_EQ(sr.status, 200);
+        EXPECT_EQ(http("GET", s.url() + "/health").status, 200);
+        EXPECT_EQ(http("GET", s.url() + "/v1/nothing", {}, {"Authorization: Bearer sekret-key"}).status, 404);
+
+        const auto lines = read_lines(path);
+        std::string all;
+        for (const json& l : lines) all += l.dump();
+        EXPECT_EQ(all.find("sekret-key"), std::string::npos) << "a key in the trace";
+        std::map<int, std::vector<json>> by_seq;
+        for (const json& l : lines) {
+            EXPECT_TRUE(l.contains("time") && l.contains("t")) << l;
+            by_seq[l["seq"].get<int>()].push_back(l);
+        }
+        ASSERT_EQ(by_seq.size(), 4u) << all;
+        const auto& plain = by_seq[1];
+        ASSERT_EQ(plain.size(), 2u);
+        EXPECT_EQ(plain[0]["type"], "request");
+        EXPECT_EQ(plain[0]["method"], "POST");
+        EXPECT_EQ(plain[0]["target"], "/v1/chat/completions");
+        EXPECT_EQ(json::parse(plain[0]["body"].get<std::string>()), user_chat("one"));
+        bool redacted = false;
+        for (const json& h : plain[0]["headers"])
+            if (h[0] == "authorization") redacted = h[1] == "[redacted]";
+        EXPECT_TRUE(redacted) << plain[0];
+        EXPECT_EQ(plain[1]["type"], "response");
+        EXPECT_EQ(plain[1]["status"], 200);
+        EXPECT_EQ(json::parse(plain[1]["body"].get<std::string>())["choices"][0]["message"]["content"], "Plain.");
+
+        // The stream: one event line per SSE record as the client got them, then the end.
+        const auto& stream = by_seq[2];
+        ASSERT_GE(stream.size(), 4u);
+        EXPECT_EQ(stream[1]["type"], "stream");
+        std::string events;
+        size_t n = 0;
+        for (size_t i = 2; i + 1 < stream.size(); ++i) {
+            EXPECT_EQ(stream[i]["type"], "event");
+            events += stream[i]["data"].get<std::string>();
+            ++n;
+        }
+        EXPECT_EQ(events, sr.body);
+        EXPECT_EQ(n, parse_sse(sr.body).size());
+        EXPECT_EQ(stream.back()["type"], "end");
+        EXPECT_EQ(stream.back()["complete"], true);
+        EXPECT_EQ(by_seq[3][0]["target"], "/health");
+        EXPECT_EQ(by_seq[4][1]["status"], 404);
+    }
+    // A trace file that cannot be opened is a startup error.
+    try {
+        ServerProcess bad({"--trace", (dir / "missing" / "trace.jsonl").string()});
+        ADD_FAILURE() << "started";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("--trace: cannot open"), std::string::npos) << e.what();
+    }
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

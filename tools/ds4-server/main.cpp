@@ -181,6 +181,10 @@ int main(int argc, char** argv) {
                    "Requests handled at once besides /health, /metrics and /v1/models (default "
                    "64); generation is one at a time")
         ->check(CLI::Range(1, 4096))->group("HTTP limits");
+    app.add_option("--trace", o.server.trace_path,
+                   "Append every request (headers with keys redacted, body) and its response (body, "
+                   "or each SSE event as sent) to FILE as JSON lines (docs/SERVER.md)")
+        ->option_text("FILE")->group("HTTP API");
     app.add_flag("--no-mmap", o.no_mmap,
                  ds4::gguf::File::kCopyHelp);
     app.add_option("--test-force-output", o.force_output,
