@@ -266,7 +266,10 @@ RenderedPrompt render_prompt(const std::vector<Message>& messages, const RenderO
                 }
                 out.t(kThinkEnd);
                 out.u(m.content);
-                tool_calls_block(out, m.tool_calls);
+                std::optional<std::string> exact;
+                if (!m.tool_calls.empty() && options.exact_tool_block) exact = options.exact_tool_block(m.tool_calls);
+                if (exact) out.t(*exact);
+                else tool_calls_block(out, m.tool_calls);
                 out.t(kEos);
                 break;
             }

@@ -18,6 +18,8 @@
 #include "chat/message.h"
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,11 @@ struct RenderOptions {
     std::string response_format_json;  // a JSON schema; empty = none
     bool add_generation_prompt = true;
     bool drop_thinking = true;         // false keeps every turn's reasoning (thinking mode)
+    // Exact tool replay (spec/PRODUCT.md §4.7): for an assistant message's tool calls, the text
+    // to write instead of render_tool_calls(calls) (what the model sampled, from the server's
+    // tool memory), or nullopt for the canonical form. Written as trusted text: it must come
+    // from the model, never from the client.
+    std::function<std::optional<std::string>(const std::vector<ToolCall>& calls)> exact_tool_block;
 };
 
 // A rendered prompt: the text, and which byte ranges of it came from the messages or the tools

@@ -48,6 +48,23 @@ using clock_type = std::chrono::steady_clock;
 
 uint64_t micros(double seconds) { return uint64_t(seconds * 1e6); }
 
+// Exact tool replay (spec/PRODUCT.md §4.7): each call id of the reply -> the text that the
+// history rendering replaces the canonical block with: the whitespace sampled before the block
+// opening (the parser keeps it out of the content) and the block through its closing tag.
+void remember_tool_block(ToolMemory& memory, const ApiWriter& w, const chat::OutputParser& parser,
+                         const std::string& text) {
+    const std::string& raw = parser.raw_block();
+    const size_t at = text.rfind(raw);
+    if (raw.empty() || at == std::string::npos) return;
+    const size_t floor = size_t(std::max<int64_t>(parser.content_start(), 0));
+    size_t start = at;
+    while (start > floor && (text[start - 1] == ' ' || text[start - 1] == '\n' || text[start - 1] == '\t' ||
+                             text[start - 1] == '\r'))
+        --start;
+    const std::string block = text.substr(start, at + raw.size() - start);
+    for (const std::string& id : w.tool_ids()) memory.put(id, block);
+}
+
 }  // namespace
 
 void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
@@ -172,6 +189,7 @@ void run_job(engine::Engine& engine, Job& job, Metrics& metrics) {
     } else {
         f.reason = Finish::Stop;
     }
+    if (f.reason == Finish::ToolCalls && job.tool_memory) remember_tool_block(*job.tool_memory, w, parser, text);
     metrics.generated_tokens += uint64_t(gen.emitted);
     metrics.decode_us += micros(gen.seconds);
     if (gen.seconds > 0) metrics.last_decode_tps_milli = int64_t(1000.0 * double(gen.emitted) / gen.seconds);

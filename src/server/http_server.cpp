@@ -74,15 +74,6 @@ bool same_secret(const std::string& a, const std::string& b) {
     return diff == 0;
 }
 
-chat::RenderOptions render_options(chat::ThinkingMode mode, int64_t ctx, const Request& r) {
-    chat::RenderOptions o;
-    o.thinking = mode;
-    o.context_size = ctx;
-    o.tools_json = r.tools_json;
-    o.response_format_json = r.response_format_json;
-    return o;
-}
-
 uint64_t fresh_seed() {
     uint64_t seed = 0;
     const std::string hex = random_hex(8);
@@ -97,6 +88,7 @@ HttpServer::HttpServer(engine::Engine& engine, ServerOptions options, std::uniqu
     hosts_.bound = options_.host == "localhost" ? "127.0.0.1" : options_.host;
     hosts_.allowed = options_.allowed_hosts;
     if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path);
+    if (options_.exact_tool_replay) tool_memory_ = std::make_unique<ToolMemory>(options_.tool_memory_max_ids);
     ListenerOptions lo;
     lo.trace = trace_.get();
     lo.host = options_.host;
@@ -118,6 +110,17 @@ HttpServer::HttpServer(engine::Engine& engine, ServerOptions options, std::uniqu
 }
 
 HttpServer::~HttpServer() { stop(); }
+
+chat::RenderOptions HttpServer::render_options(chat::ThinkingMode mode, const Request& r) const {
+    chat::RenderOptions o;
+    o.thinking = mode;
+    o.context_size = engine_.ctx();
+    o.tools_json = r.tools_json;
+    o.response_format_json = r.response_format_json;
+    if (ToolMemory* memory = tool_memory_.get())
+        o.exact_tool_block = [memory](const std::vector<chat::ToolCall>& calls) { return memory->replay(calls); };
+    return o;
+}
 
 int HttpServer::bind() { return listener_->bind(); }
 
@@ -245,7 +248,7 @@ void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
         const Request r = parse_request(Api::Messages, req.body);
         const int64_t ctx = engine_.ctx();
         const auto prompt = chat::render_prompt(
-            r.messages, render_options(chat::effective_thinking(r.thinking, ctx), ctx, r));
+            r.messages, render_options(chat::effective_thinking(r.thinking, ctx), r));
         const size_t n = chat::tokenize_prompt(engine_.tokenizer(), prompt).size();
         ex.send(json(ojson{{"input_tokens", n}}.dump()));
     } catch (const RequestError& e) {
@@ -269,7 +272,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const int64_t ctx = engine_.ctx();
     const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
     try {
-        auto prompt = chat::render_prompt(r.messages, render_options(mode, ctx, r));
+        auto prompt = chat::render_prompt(r.messages, render_options(mode, r));
         if (r.tool_choice.forced() && !r.tools_json.empty())
             job->reply_prefix = chat::append_tool_call_opening(prompt, mode != chat::ThinkingMode::Off,
                                                                r.tool_choice.name);
@@ -300,6 +303,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     if (!r.seed_given) job->request.sampling.seed = fresh_seed();
     job->max_tokens = std::min(r.max_tokens.value_or(options_.default_max_tokens), ctx - n);
     if (forced_) job->forced = forced_->next();
+    job->tool_memory = tool_memory_.get();
     const ResponseMeta meta{.model = r.model.empty() ? kModelIds[0] : r.model,
                             .seq = ++seq_,
                             .created = int64_t(std::time(nullptr))};

@@ -21,6 +21,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/scheduler.h"
+#include "server/tool_memory.h"
 
 namespace ds4::server {
 
@@ -40,6 +41,8 @@ struct ServerOptions {
     std::vector<std::string> allowed_hosts;  // Host names accepted besides localhost and the address
     std::string model_name = "DeepSeek V4 Flash";
     std::string trace_path;                  // --trace: JSON lines of every request and response
+    bool exact_tool_replay = true;           // off: --disable-exact-dsml-tool-replay
+    size_t tool_memory_max_ids = 100000;     // --tool-memory-max-ids
 };
 
 class HttpServer {
@@ -58,6 +61,8 @@ public:
     void stop();
 
     const Metrics& metrics() const { return metrics_; }
+    // The exact-replay tool memory (null with --disable-exact-dsml-tool-replay).
+    ToolMemory* tool_memory() { return tool_memory_.get(); }
 
 private:
     std::optional<HttpResponse> on_headers(const HttpRequest& req);
@@ -68,6 +73,7 @@ private:
     HttpResponse error(const std::string& path, int status, const std::string& message,
                        const std::string& param = {}, const std::string& code = {});
     HttpResponse json(std::string body, int status = 200) const;
+    chat::RenderOptions render_options(chat::ThinkingMode mode, const Request& r) const;
     std::string model_json(const std::string& id) const;
 
     engine::Engine& engine_;
@@ -75,6 +81,7 @@ private:
     HostPolicy hosts_;
     std::unique_ptr<Trace> trace_;
     std::unique_ptr<ForcedOutputs> forced_;
+    std::unique_ptr<ToolMemory> tool_memory_;  // null: exact tool replay is off
     Metrics metrics_;
     Scheduler scheduler_;
     std::unique_ptr<HttpListener> listener_;

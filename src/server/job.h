@@ -10,6 +10,7 @@
 
 #include "server/channel.h"
 #include "server/request.h"
+#include "server/tool_memory.h"
 #include "server/writer.h"
 
 namespace ds4::server {
@@ -23,6 +24,9 @@ struct Job {
     // opening, chat::append_tool_call_opening): run_job shows them to the output parser and
     // the final text before the first generated token, so the writers report a tool call.
     std::string reply_prefix;
+    // Exact tool replay (null: off): run_job remembers each tool call id of the reply with
+    // the DSML text it sampled (ToolMemory; outlives the job).
+    ToolMemory* tool_memory = nullptr;
     std::optional<std::vector<int32_t>> forced;  // test hook: emit these ids
     std::unique_ptr<ApiWriter> writer;
     std::shared_ptr<Channel> channel;

@@ -120,6 +120,8 @@ public:
         return !stream_ && f.reason == Finish::Error ? f.error_status : 200;
     }
 
+    std::vector<std::string> tool_ids() const override { return ids_; }
+
     void error_event(const std::string& message, std::string& out) override {
         emit(out, "error", {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", message}}}});
     }

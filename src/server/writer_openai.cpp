@@ -115,6 +115,8 @@ public:
         out += dump(j);
     }
 
+    std::vector<std::string> tool_ids() const override { return ids_; }
+
     void error_event(const std::string& message, std::string& out) override {
         out += sse(openai_error_body(message, "server_error"), "error");
     }

@@ -55,6 +55,7 @@ public:
                 call_name_ = e.text;
                 item_id_ = responses_id(custom_call() ? "ctc_" : "fc_");
                 call_id_ = openai_call_id();
+                ids_.push_back(call_id_);
                 args_.clear();
                 emit(out, "response.output_item.added",
                      {{"output_index", index()}, {"item", call_item("in_progress")}});
@@ -91,6 +92,8 @@ public:
                            : f.reason == Finish::Error ? "response.failed" : "response.completed";
         emit(out, type, {{"response", r}});
     }
+
+    std::vector<std::string> tool_ids() const override { return ids_; }
 
     void error_event(const std::string& message, std::string& out) override {
         ojson r = response("failed");
@@ -230,6 +233,7 @@ private:
     std::vector<ToolName> tools_;
     std::string id_;
     ojson tool_choice_;
+    std::vector<std::string> ids_;
     int64_t seq_ = 0;
     Item kind_ = Item::None;
     std::string item_id_, call_id_, call_name_, args_, text_, reasoning_text_;

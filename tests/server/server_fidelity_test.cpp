@@ -295,5 +295,65 @@ TEST(ServerTrace, RequestsAndResponsesAsJsonLinesWithKeysRedacted) {
     std::filesystem::remove_all(dir);
 }
 
+// --- Item 5: exact tool replay -------------------------------------------------------------
+
+// The model's block differs from the canonical rendering: " 3 " for 3, and a parameter
+// without its string attribute (canonical: string="true"), in a different argument order.
+const std::string kSampledCall = "Need the weather.</think>\n\n<" + kDsml + "tool_calls>\n" + kInvoke + "<" + kDsml +
+                                 "parameter name=\"days\" string=\"false\"> 3 </" + kDsml + "parameter>\n<" + kDsml +
+                                 "parameter name=\"city\">Paris</" + kDsml + "parameter>\n</" + kDsml + "invoke>\n</" +
+                                 kDsml + "tool_calls>";
+
+// Turn 1 calls the tool; turn 2 sends the call back with its result. Returns the cached
+// tokens of turn 2 and the first turn's prompt + completion tokens.
+std::pair<int, int> tool_round_trip(const std::vector<std::string>& args) {
+    ServerProcess s(args, json::array({kSampledCall, "Sunny."}));
+    json req = user_chat("weather in Paris for 3 days?");
+    req["tools"] = json::array({weather_tool()});
+    auto r1 = post(s.url() + "/v1/chat/completions", req);
+    EXPECT_EQ(r1.status, 200) << r1.body;
+    const json j1 = r1.json();
+    const json msg = j1["choices"][0]["message"];
+    EXPECT_EQ(j1["choices"][0]["finish_reason"], "tool_calls") << j1;
+    EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+              json({{"days", 3}, {"city", "Paris"}}));
+    req["messages"].push_back(msg);
+    req["messages"].push_back({{"role", "tool"}, {"tool_call_id", msg["tool_calls"][0]["id"]}, {"content", "sunny"}});
+    auto r2 = post(s.url() + "/v1/chat/completions", req);
+    EXPECT_EQ(r2.status, 200) << r2.body;
+    const json u1 = j1["usage"], u2 = r2.json()["usage"];
+    return {u2["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            u1["prompt_tokens"].get<int>() + u1["completion_tokens"].get<int>()};
+}
+
+TEST(ServerToolReplay, TheSampledBlockIsRenderedBackExactly) {
+    // The live session holds turn 1's prompt and all its sampled tokens but (at most) the
+    // last; with exact replay the second prompt starts with exactly those tokens.
+    const auto [cached, turn1] = tool_round_trip({});
+    EXPECT_GE(cached, turn1 - 1);
+    EXPECT_LE(cached, turn1);
+
+    // Canonical re-rendering diverges inside the block (at " 3 ").
+    const auto [canonical_cached, canonical_turn1] = tool_round_trip({"--disable-exact-dsml-tool-replay"});
+    EXPECT_LT(canonical_cached, canonical_turn1 - 5);
+}
+
+TEST(ServerToolReplay, AnEditedCallIsRenderedCanonically) {
+    ServerProcess s({}, json::array({kSampledCall, "Sunny."}));
+    json req = user_chat("weather in Paris for 3 days?");
+    req["tools"] = json::array({weather_tool()});
+    auto r1 = post(s.url() + "/v1/chat/completions", req);
+    ASSERT_EQ(r1.status, 200);
+    const json j1 = r1.json();
+    json msg = j1["choices"][0]["message"];
+    msg["tool_calls"][0]["function"]["arguments"] = json({{"days", 4}, {"city", "Paris"}}).dump();
+    req["messages"].push_back(msg);
+    req["messages"].push_back({{"role", "tool"}, {"tool_call_id", msg["tool_calls"][0]["id"]}, {"content", "sunny"}});
+    auto r2 = post(s.url() + "/v1/chat/completions", req);
+    ASSERT_EQ(r2.status, 200);
+    const int turn1 = j1["usage"]["prompt_tokens"].get<int>() + j1["usage"]["completion_tokens"].get<int>();
+    EXPECT_LT(r2.json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), turn1 - 5);
+}
+
 }  // namespace
 }  // namespace ds4::servertest

@@ -9,6 +9,7 @@
 #include "server/http_reader.h"
 #include "server/ids.h"
 #include "server/request.h"
+#include "server/tool_memory.h"
 #include "server/writer.h"
 
 namespace ds4::server {
@@ -520,6 +521,43 @@ TEST(ServerIds, FormatsAndUniqueness) {
     EXPECT_EQ(anthropic_tool_id().size(), 6u + 32u);
     EXPECT_EQ(responses_id("fc_").size(), 3u + 24u);
     EXPECT_EQ(a.find_first_not_of("0123456789abcdef", 5), std::string::npos);
+}
+
+TEST(ServerToolMemory, LruDedupAndReplayCheck) {
+    const std::string d = "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c";
+    const std::string block = "\n\n<" + d + "tool_calls>\n<" + d + "invoke name=\"f\">\n<" + d +
+                              "parameter name=\"a\" string=\"false\"> 1 </" + d + "parameter>\n</" + d +
+                              "invoke>\n<" + d + "invoke name=\"g\">\n\n</" + d + "invoke>\n</" + d + "tool_calls>";
+    ToolMemory m(3);
+    m.put("call_1", block);
+    m.put("call_2", block);
+    EXPECT_EQ(m.size(), 2u);
+    EXPECT_EQ(m.bytes(), block.size());  // one copy for both ids
+    const std::vector<std::string> both = {"call_1", "call_2"};
+    EXPECT_EQ(m.block_for(both), block);
+    EXPECT_EQ(m.entries_for(std::vector<std::string>{"call_2", "nope"}),
+              (std::vector<std::pair<std::string, std::string>>{{"call_2", block}}));
+
+    // replay: only for exactly the calls the block holds (arguments compared as JSON).
+    const std::vector<chat::ToolCall> calls = {{"call_1", "f", R"({"a": 1})"}, {"call_2", "g", "{}"}};
+    EXPECT_EQ(m.replay(calls), block);
+    EXPECT_FALSE(m.replay({{"call_1", "f", R"({"a": 2})"}, {"call_2", "g", "{}"}}));
+    EXPECT_FALSE(m.replay({{"call_1", "f", R"({"a": 1})"}}));          // one call missing
+    EXPECT_FALSE(m.replay({{"call_1", "f", R"({"a": 1})"}, {"call_9", "g", "{}"}}));  // unknown id
+
+    m.put("call_3", "other");
+    EXPECT_FALSE(m.block_for(std::vector<std::string>{"call_1", "call_3"}));  // different blocks
+    // LRU: call_1 and call_2 were used after call_3 was put? No: call_3 is newest; using
+    // call_1 makes call_2 the oldest, and a fourth id evicts it.
+    EXPECT_TRUE(m.block_for(std::vector<std::string>{"call_1"}));
+    m.put("call_4", "x");
+    EXPECT_EQ(m.size(), 3u);
+    EXPECT_TRUE(m.entries_for(std::vector<std::string>{"call_2"}).empty());
+    EXPECT_EQ(m.entries_for(std::vector<std::string>{"call_1"}).size(), 1u);
+    EXPECT_EQ(m.bytes(), block.size() + 5 + 1);
+    m.put("call_5", "y");  // evicts call_3 ("other")
+    m.put("call_6", "z");  // evicts call_1: the block goes with its last id
+    EXPECT_EQ(m.bytes(), 3u);
 }
 
 }  // namespace
