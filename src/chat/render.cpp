@@ -133,6 +133,22 @@ std::string render_tool_calls(const std::vector<ToolCall>& calls) {
     return std::move(b.p.text);
 }
 
+std::string append_tool_call_opening(RenderedPrompt& prompt, bool thinking, std::string_view tool) {
+    Builder b;
+    b.p = std::move(prompt);
+    const size_t start = b.p.text.size();
+    const std::string d(kDsml);
+    if (thinking) b.t(kThinkEnd);
+    b.t("\n\n<" + d + "tool_calls>\n");
+    if (!tool.empty()) {
+        b.t("<" + d + "invoke name=\"");
+        b.u(tool);
+        b.t("\">\n");
+    }
+    prompt = std::move(b.p);
+    return prompt.text.substr(start);
+}
+
 // llama.cpp renders consecutive tool results in the order of the preceding assistant message's
 // tool_calls (matched by id; unknown ids count as position 0), like the official encoder. Only
 // the tool messages inside a run of user/tool messages are permuted (stable sort).
@@ -250,7 +266,10 @@ RenderedPrompt render_prompt(const std::vector<Message>& messages, const RenderO
                 }
                 out.t(kThinkEnd);
                 out.u(m.content);
-                tool_calls_block(out, m.tool_calls);
+                std::optional<std::string> exact;
+                if (!m.tool_calls.empty() && options.exact_tool_block) exact = options.exact_tool_block(m.tool_calls);
+                if (exact) out.t(*exact);
+                else tool_calls_block(out, m.tool_calls);
                 out.t(kEos);
                 break;
             }

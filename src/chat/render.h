@@ -18,6 +18,8 @@
 #include "chat/message.h"
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,11 @@ struct RenderOptions {
     std::string response_format_json;  // a JSON schema; empty = none
     bool add_generation_prompt = true;
     bool drop_thinking = true;         // false keeps every turn's reasoning (thinking mode)
+    // Exact tool replay (spec/PRODUCT.md §4.7): for an assistant message's tool calls, the text
+    // to write instead of render_tool_calls(calls) (what the model sampled, from the server's
+    // tool memory), or nullopt for the canonical form. Written as trusted text: it must come
+    // from the model, never from the client.
+    std::function<std::optional<std::string>(const std::vector<ToolCall>& calls)> exact_tool_block;
 };
 
 // A rendered prompt: the text, and which byte ranges of it came from the messages or the tools
@@ -64,6 +71,15 @@ RenderedPrompt render_prompt(const std::vector<Message>& messages, const RenderO
 // The DSML block for an assistant's tool calls, starting with "\n\n<｜DSML｜tool_calls>\n"
 // and ending with "</｜DSML｜tool_calls>" (no EOS). Empty when calls is empty.
 std::string render_tool_calls(const std::vector<ToolCall>& calls);
+
+// The first bytes of a reply that must call a tool (tool_choice "required" or a named tool;
+// spec/PRODUCT.md §4.5): "\n\n<｜DSML｜tool_calls>\n", then, when `tool` is not empty,
+// "<｜DSML｜invoke name=\"TOOL\">\n" — exactly what the canonical history rendering of a
+// reply without content writes, so the next turn's prompt continues it token for token. In
+// thinking mode (the prompt ends with <think>) the reply first closes its reasoning: "</think>"
+// comes first, and the model does not think before a forced call. Appended to `prompt` (the
+// tool name as untrusted text); returns the appended text.
+std::string append_tool_call_opening(RenderedPrompt& prompt, bool thinking, std::string_view tool);
 
 // The "## Tools" system section for an OpenAI tools array (ends with a newline).
 std::string render_tools_block(const std::string& tools_json);

@@ -48,6 +48,23 @@ using clock_type = std::chrono::steady_clock;
 
 uint64_t micros(double seconds) { return uint64_t(seconds * 1e6); }
 
+// Exact tool replay (spec/PRODUCT.md §4.7): each call id of the reply -> the text that the
+// history rendering replaces the canonical block with: the whitespace sampled before the block
+// opening (the parser keeps it out of the content) and the block through its closing tag.
+void remember_tool_block(ToolMemory& memory, const ApiWriter& w, const chat::OutputParser& parser,
+                         const std::string& text) {
+    const std::string& raw = parser.raw_block();
+    const size_t at = text.rfind(raw);
+    if (raw.empty() || at == std::string::npos) return;
+    const size_t floor = size_t(std::max<int64_t>(parser.content_start(), 0));
+    size_t start = at;
+    while (start > floor && (text[start - 1] == ' ' || text[start - 1] == '\n' || text[start - 1] == '\t' ||
+                             text[start - 1] == '\r'))
+        --start;
+    const std::string block = text.substr(start, at + raw.size() - start);
+    for (const std::string& id : w.tool_ids()) memory.put(id, block);
+}
+
 }  // namespace
 
 Generation::Generation(Job& job, const tokenizer::Tokenizer& tok, Metrics& metrics)
@@ -98,6 +115,9 @@ void Generation::begin(const Usage& usage, double prefill_seconds) {
     job_.writer->begin(usage_, out_);
     job_.channel->push(std::move(out_));
     out_.clear();
+    // A forced tool choice: the reply's opening is already in the prompt; the parser and the
+    // final text see it as if it had been generated.
+    deliver(job_.reply_prefix);
     gen_start_ = clock_type::now();
 }
 
@@ -113,6 +133,8 @@ void Generation::deliver(const std::string& piece) {
 
 bool Generation::token(int32_t id) {
     ++emitted_;
+    // A token counts as reasoning while the parser has not seen </think> before it.
+    if (job_.thinking && parser_.content_start() < 0) ++reasoning_;
     deliver(stops_.feed(decoder_.push(id)));
     return !stops_.hit() && !parser_.block_closed();
 }
@@ -129,6 +151,7 @@ void Generation::finish(engine::StopReason reason) {
     FinishInfo f;
     f.usage = usage_;
     f.usage.completion = emitted_;
+    f.usage.reasoning = reasoning_;
     f.parsed = chat::parse_output(text_, popt_);
     f.reasoning_complete = !job_.thinking || parser_.content_start() >= 0;
     f.stop_sequence = stops_.hit() ? stops_.stop() : std::string();
@@ -146,6 +169,8 @@ void Generation::finish(engine::StopReason reason) {
     } else {
         f.reason = Finish::Stop;
     }
+    if (f.reason == Finish::ToolCalls && job_.tool_memory)
+        remember_tool_block(*job_.tool_memory, *job_.writer, parser_, text_);
     metrics_.generated_tokens += uint64_t(emitted_);
     metrics_.decode_us += micros(gen_seconds);
     if (gen_seconds > 0) metrics_.last_decode_tps_milli = int64_t(1000.0 * double(emitted_) / gen_seconds);

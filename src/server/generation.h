@@ -69,6 +69,7 @@ private:
     std::string out_;
     std::vector<chat::OutputEvent> events_;
     int64_t emitted_ = 0;
+    int64_t reasoning_ = 0;  // emitted before the end of the reasoning
     bool started_ = false;
     double prefill_seconds_ = 0;
     std::chrono::steady_clock::time_point gen_start_{}, last_keepalive_{};

@@ -77,7 +77,7 @@ constexpr size_t kRecvChunk = 256 * 1024;
 
 }  // namespace
 
-std::string serialize_response(const HttpResponse& r, bool chunked) {
+std::string serialize_response(const HttpResponse& r, bool chunked, bool head) {
     std::string out = fmt::format("HTTP/1.1 {} {}\r\n", r.status, reason(r.status));
     if (r.status != 204 && r.status != 100) {
         out += "Content-Type: " + r.content_type + "\r\n";
@@ -86,7 +86,7 @@ std::string serialize_response(const HttpResponse& r, bool chunked) {
     }
     for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
     out += "Connection: close\r\n\r\n";
-    if (!chunked && r.status != 204) out += r.body;
+    if (!chunked && !head && r.status != 204) out += r.body;
     return out;
 }
 
@@ -118,23 +118,36 @@ bool HttpExchange::write_all(std::string_view bytes) {
 
 bool HttpExchange::send(const HttpResponse& response) {
     started_ = true;
+    if (trace_) trace_->response(seq_, response.status, response.headers, response.body);
     return write_all(serialize_response(response));
 }
 
 bool HttpExchange::start_stream(const HttpResponse& head) {
     started_ = true;
+    if (trace_) trace_->stream(seq_, head.status, head.headers);
+    streaming_ = true;
     return write_all(serialize_response(head, true));
 }
 
 bool HttpExchange::write(std::string_view data) {
     if (data.empty()) return !failed_;
+    if (trace_) trace_->events(seq_, data);
     std::string chunk = fmt::format("{:x}\r\n", data.size());
     chunk.append(data);
     chunk += "\r\n";
     return write_all(chunk);
 }
 
-bool HttpExchange::finish_stream() { return write_all("0\r\n\r\n"); }
+bool HttpExchange::finish_stream() {
+    const bool ok = write_all("0\r\n\r\n");
+    if (trace_ && streaming_) trace_->end(seq_, ok);
+    streaming_ = false;
+    return ok;
+}
+
+HttpExchange::~HttpExchange() {
+    if (trace_ && streaming_) trace_->end(seq_, false);
+}
 
 bool HttpExchange::client_gone() const {
     if (failed_ || cut_->load()) return true;
@@ -400,7 +413,16 @@ void HttpListener::after_feed(Conn& c) {
 }
 
 void HttpListener::respond(Conn& c, const HttpResponse& r) {
-    c.out = serialize_response(r);
+    const bool head = c.reader && c.reader->state() != HttpRequestReader::State::Headers &&
+                      c.reader->request().method == "HEAD";
+    if (options_.trace) {
+        HttpRequest none;
+        HttpRequest& req = c.reader ? c.reader->request() : none;
+        if (req.path.empty() && c.reader) req.path = c.reader->path_hint();
+        req.peer = c.peer;
+        options_.trace->response(options_.trace->request(req), r.status, r.headers, head ? std::string_view() : r.body);
+    }
+    c.out = serialize_response(r, false, head);
     c.out_pos = 0;
     c.phase = Conn::Phase::Writing;
     c.deadline = after(options_.write_timeout_s);
@@ -447,9 +469,10 @@ void HttpListener::dispatch(Conn& c) {
     HttpRequest req = std::move(c.reader->request());
     c.fd = -1;  // the handler thread owns the socket now
     c.reader.reset();
-    std::thread([this, fd, peer, req = std::move(req)] {
+    const uint64_t seq = options_.trace ? options_.trace->request(req) : 0;
+    std::thread([this, fd, peer, seq, req = std::move(req)] {
         {
-            HttpExchange ex(fd, options_.write_timeout_s, &cut_);
+            HttpExchange ex(fd, options_.write_timeout_s, &cut_, options_.trace, seq);
             try {
                 handlers_.on_thread(req, ex);
             } catch (const std::exception& e) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "server/http_reader.h"
+#include "server/trace.h"
 
 namespace ds4::server {
 
@@ -43,6 +44,7 @@ struct ListenerOptions {
     int max_connections = 256;         // open connections, all clients together
     int max_client_connections = 32;   // open connections from one client address
     int max_handlers = 64;             // requests on handler threads at once
+    Trace* trace = nullptr;            // --trace: every request and response (not owned)
 };
 
 // The connection a handler thread answers on. All calls return false once the client is
@@ -59,23 +61,30 @@ public:
     // connections; cheap, never blocks.
     bool client_gone() const;
     bool started() const { return started_; }
+    ~HttpExchange();  // traces a stream that never finished as cut
+    HttpExchange(const HttpExchange&) = delete;
+    HttpExchange& operator=(const HttpExchange&) = delete;
 
 private:
     friend class HttpListener;
-    HttpExchange(int fd, double write_timeout_s, const std::atomic<bool>* cut)
-        : fd_(fd), write_timeout_s_(write_timeout_s), cut_(cut) {}
+    HttpExchange(int fd, double write_timeout_s, const std::atomic<bool>* cut, Trace* trace, uint64_t seq)
+        : fd_(fd), write_timeout_s_(write_timeout_s), cut_(cut), trace_(trace), seq_(seq) {}
     bool write_all(std::string_view bytes);
 
     int fd_;
     double write_timeout_s_;
     const std::atomic<bool>* cut_;
+    Trace* trace_;
+    uint64_t seq_;
     bool started_ = false;
+    bool streaming_ = false;  // start_stream() and no finish_stream() yet
     bool failed_ = false;
 };
 
 // "HTTP/1.1 STATUS REASON" with the header fields and Connection: close; the body follows
-// with Content-Length (chunked: Transfer-Encoding instead, body not included).
-std::string serialize_response(const HttpResponse& r, bool chunked = false);
+// with Content-Length (chunked: Transfer-Encoding instead, body not included). `head`: the
+// answer to a HEAD request, the same header fields (Content-Length of the body) and no body.
+std::string serialize_response(const HttpResponse& r, bool chunked = false, bool head = false);
 
 class HttpListener {
 public:

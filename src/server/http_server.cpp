@@ -74,15 +74,6 @@ bool same_secret(const std::string& a, const std::string& b) {
     return diff == 0;
 }
 
-chat::RenderOptions render_options(chat::ThinkingMode mode, int64_t ctx, const Request& r) {
-    chat::RenderOptions o;
-    o.thinking = mode;
-    o.context_size = ctx;
-    o.tools_json = r.tools_json;
-    o.response_format_json = r.response_format_json;
-    return o;
-}
-
 uint64_t fresh_seed() {
     uint64_t seed = 0;
     const std::string hex = random_hex(8);
@@ -101,7 +92,10 @@ HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, Ser
       scheduler_(model, tok, options_.scheduler, metrics_) {
     hosts_.bound = options_.host == "localhost" ? "127.0.0.1" : options_.host;
     hosts_.allowed = options_.allowed_hosts;
+    if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path);
+    if (options_.exact_tool_replay) tool_memory_ = std::make_unique<ToolMemory>(options_.tool_memory_max_ids);
     ListenerOptions lo;
+    lo.trace = trace_.get();
     lo.host = options_.host;
     lo.port = options_.port;
     lo.limits.max_body = options_.max_body;
@@ -121,6 +115,17 @@ HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, Ser
 }
 
 HttpServer::~HttpServer() { stop(); }
+
+chat::RenderOptions HttpServer::render_options(chat::ThinkingMode mode, const Request& r) const {
+    chat::RenderOptions o;
+    o.thinking = mode;
+    o.context_size = ctx_;
+    o.tools_json = r.tools_json;
+    o.response_format_json = r.response_format_json;
+    if (ToolMemory* memory = tool_memory_.get())
+        o.exact_tool_block = [memory](const std::vector<chat::ToolCall>& calls) { return memory->replay(calls); };
+    return o;
+}
 
 int HttpServer::bind() { return listener_->bind(); }
 
@@ -196,13 +201,18 @@ std::optional<HttpResponse> HttpServer::on_headers(const HttpRequest& req) {
         if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
         if (!same_secret(given, options_.api_key)) return error(path, 401, "invalid or missing API key", {}, "invalid_api_key");
     }
-    const bool get = req.method == "GET" && get_route(path);
+    // HEAD answers like GET without the body (the listener drops it, HttpListener::respond).
+    const bool get = (req.method == "GET" || req.method == "HEAD") && get_route(path);
     const bool post = req.method == "POST" && post_route(path);
     if (!get && !post) return error(path, 404, "unknown endpoint");
     if (stopping_ && path != "/health" && path != "/metrics") return error(path, 503, "server shutting down");
-    // A JSON body only: a browser cannot send application/json across origins without a
-    // CORS preflight, which gets no CORS answer without --cors.
-    if (post && media_type(req.header("content-type")) != "application/json")
+    // Bodies are JSON whatever their Content-Type says (clients that send none or text/plain
+    // work), except from browsers: every browser sends Origin with every POST (the Fetch
+    // standard), and a page may send a form or text/plain body across origins without a CORS
+    // preflight. A request with an Origin must therefore be application/json, which no page
+    // can send to another origin without a preflight (and the preflight gets no CORS answer
+    // without --cors). A request without an Origin is not a web page's.
+    if (post && req.has_header("origin") && media_type(req.header("content-type")) != "application/json")
         return error(path, 415, fmt::format("Content-Type must be application/json (got '{}')",
                                             cap_text(req.header("content-type"), 64)));
     return std::nullopt;
@@ -226,7 +236,7 @@ std::optional<HttpResponse> HttpServer::on_request(const HttpRequest& req) {
         for (const char* id : kModelIds) data.push_back(ojson::parse(model_json(id)));
         return json(ojson{{"object", "list"}, {"data", data}}.dump());
     }
-    if (req.method == "GET" && path.rfind(kModelsPrefix, 0) == 0) {
+    if (req.method != "POST" && path.rfind(kModelsPrefix, 0) == 0) {
         const std::string id = path.substr(std::strlen(kModelsPrefix));
         if (known_model(id)) return json(model_json(id));
         return error(path, 404, "model '" + cap_text(id, 64) + "' not found", "model", "model_not_found");
@@ -247,7 +257,7 @@ void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
         const Request r = parse_request(Api::Messages, req.body);
         const int64_t ctx = ctx_;
         const auto prompt = chat::render_prompt(
-            r.messages, render_options(chat::effective_thinking(r.thinking, ctx), ctx, r));
+            r.messages, render_options(chat::effective_thinking(r.thinking, ctx), r));
         const size_t n = chat::tokenize_prompt(tok_, prompt).size();
         ex.send(json(ojson{{"input_tokens", n}}.dump()));
     } catch (const RequestError& e) {
@@ -271,7 +281,10 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const int64_t ctx = ctx_;
     const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
     try {
-        job->rendered = chat::render_prompt(r.messages, render_options(mode, ctx, r));
+        job->rendered = chat::render_prompt(r.messages, render_options(mode, r));
+        if (r.tool_choice.forced() && !r.tools_json.empty())
+            job->reply_prefix = chat::append_tool_call_opening(job->rendered, mode != chat::ThinkingMode::Off,
+                                                               r.tool_choice.name);
         job->prompt = chat::tokenize_prompt(tok_, job->rendered);
     } catch (const Error& e) {
         ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));
@@ -299,6 +312,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     if (!r.seed_given) job->request.sampling.seed = fresh_seed();
     job->max_tokens = std::min(r.max_tokens.value_or(options_.default_max_tokens), ctx - n);
     if (forced_) job->forced = forced_->next();
+    job->tool_memory = tool_memory_.get();
     const ResponseMeta meta{.model = r.model.empty() ? kModelIds[0] : r.model,
                             .seq = ++seq_,
                             .created = int64_t(std::time(nullptr))};

@@ -21,6 +21,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/scheduler.h"
+#include "server/tool_memory.h"
 
 namespace ds4::tokenizer {
 class Tokenizer;
@@ -45,6 +46,9 @@ struct ServerOptions {
     std::string model_name = "DeepSeek V4 Flash";
     SchedulerOptions scheduler;           // slots, prefill quantum, queue bound, session options
     int retry_after_s = 5;                // Retry-After of a 503 when the queue is full
+    std::string trace_path;                  // --trace: JSON lines of every request and response
+    bool exact_tool_replay = true;           // off: --disable-exact-dsml-tool-replay
+    size_t tool_memory_max_ids = 100000;     // --tool-memory-max-ids
 };
 
 class HttpServer {
@@ -64,6 +68,8 @@ public:
     void stop();
 
     const Metrics& metrics() const { return metrics_; }
+    // The exact-replay tool memory (null with --disable-exact-dsml-tool-replay).
+    ToolMemory* tool_memory() { return tool_memory_.get(); }
 
 private:
     std::optional<HttpResponse> on_headers(const HttpRequest& req);
@@ -74,13 +80,16 @@ private:
     HttpResponse error(const std::string& path, int status, const std::string& message,
                        const std::string& param = {}, const std::string& code = {});
     HttpResponse json(std::string body, int status = 200) const;
+    chat::RenderOptions render_options(chat::ThinkingMode mode, const Request& r) const;
     std::string model_json(const std::string& id) const;
 
     const tokenizer::Tokenizer& tok_;
     ServerOptions options_;
     int64_t ctx_;
     HostPolicy hosts_;
+    std::unique_ptr<Trace> trace_;
     std::unique_ptr<ForcedOutputs> forced_;
+    std::unique_ptr<ToolMemory> tool_memory_;  // null: exact tool replay is off
     Metrics metrics_;
     Scheduler scheduler_;
     std::unique_ptr<HttpListener> listener_;

@@ -62,12 +62,22 @@ struct ToolName {
                             // string parameter "input", reported as a custom_tool_call
 };
 
+// tool_choice (spec/PRODUCT.md §4.3): Required and Named make the reply start with a DSML
+// tool-call block (Named: with the invoke of `name`, the tool's rendered name).
+struct ToolChoice {
+    enum class Mode { Auto, None, Required, Named };
+    Mode mode = Mode::Auto;
+    std::string name;
+    bool forced() const { return mode == Mode::Required || mode == Mode::Named; }
+};
+
 struct Request {
     Api api = Api::Chat;
     std::string model;
     std::vector<chat::Message> messages;
     std::string tools_json;        // OpenAI tools array ({type:function, function:{...}}); empty: none
     std::vector<ToolName> tools;   // the tools in tools_json, in order
+    ToolChoice tool_choice;        // None has already dropped the tools
     std::string response_format_json;  // a JSON schema the answer must follow (prompted, not enforced)
     chat::ThinkingMode thinking = chat::ThinkingMode::High;
     sampling::SamplerParams sampling;

@@ -80,7 +80,7 @@ void parse_messages(Request& r, const ojson& j) {
         }
         if (!out.empty()) r.tools_json = out.dump();
     }
-    apply_tool_choice_none(r, j);
+    apply_tool_choice(r, j);
     max_tokens_field(r, j, {"max_tokens"});
     stop_field(r, j, "stop_sequences");
     r.stream = get_bool(j, "stream").value_or(false);

@@ -121,15 +121,73 @@ void add_function_tool(Request& r, ojson& out, const ojson& function, const std:
     r.tools.push_back({name, name, ns});
 }
 
-// tool_choice: only "none" (or Anthropic {type:none}) changes anything: tools are dropped.
-void apply_tool_choice_none(Request& r, const ojson& j) {
+namespace {
+
+using Mode = ToolChoice::Mode;
+
+// The tool a forced choice names: its rendered name; 400 when it is not in the request's tools.
+std::string named_tool(const Request& r, const std::string& name) {
+    if (name.empty()) bad("invalid JSON request: tool_choice names no tool", "tool_choice");
+    for (const ToolName& t : r.tools)
+        if (t.name == name || t.wire_name == name) return t.name;
+    bad(fmt::format("tool_choice names tool '{}', which is not in tools", cap_text(name, 64)), "tool_choice");
+}
+
+// The choice as each API spells it (spec/PRODUCT.md §4.3). Chat keeps its old leniency
+// (unknown values mean auto); Responses and Anthropic refuse what they cannot honour.
+ToolChoice parse_choice(const Request& r, const ojson& c) {
+    ToolChoice out;
+    if (c.is_string()) {
+        const std::string s = c.get<std::string>();
+        if (s == "none") out.mode = Mode::None;
+        else if (s == "required" || s == "any") out.mode = Mode::Required;
+        else if (s != "auto" && r.api == Api::Responses)
+            bad(fmt::format("tool_choice={} not supported", cap_text(s, 64)), "tool_choice");
+        return out;
+    }
+    if (!c.is_object()) bad("invalid JSON request: 'tool_choice' must be a string or an object", "tool_choice");
+    const std::string type = get_string(c, "type");
+    if (r.api == Api::Messages) {
+        if (type == "none") out.mode = Mode::None;
+        else if (type == "any") out.mode = Mode::Required;
+        else if (type == "tool") out = {Mode::Named, get_string(c, "name")};
+        else if (type != "auto") bad(fmt::format("tool_choice type '{}' not supported", cap_text(type, 64)), "tool_choice");
+        return out;
+    }
+    if (type == "none") {
+        out.mode = Mode::None;
+    } else if (type == "function" || type == "custom") {
+        // Chat: {type:function, function:{name}} ({type:custom, custom:{name}}); Responses:
+        // {type:function, name}.
+        std::string name = get_string(c, "name");
+        if (const ojson* f = get_object(c, type.c_str())) name = get_string(*f, "name", name);
+        out = {Mode::Named, name};
+    } else if (type == "allowed_tools") {
+        // The allowed subset is not enforced; its mode is.
+        const ojson* a = get_object(c, "allowed_tools");
+        if (get_string(a ? *a : c, "mode") == "required") out.mode = Mode::Required;
+    } else if (r.api == Api::Responses && type != "auto") {
+        bad(fmt::format("tool_choice type '{}' not supported", cap_text(type, 64)), "tool_choice");
+    }
+    return out;
+}
+
+}  // namespace
+
+void apply_tool_choice(Request& r, const ojson& j) {
     const ojson* c = field(j, "tool_choice");
     if (!c) return;
-    const bool none = (c->is_string() && *c == "none") ||
-                      (c->is_object() && c->value("type", ojson()) == "none");
-    if (none) {
-        r.tools_json.clear();
-        r.tools.clear();
+    r.tool_choice = parse_choice(r, *c);
+    switch (r.tool_choice.mode) {
+        case Mode::Auto: break;
+        case Mode::None:
+            r.tools_json.clear();
+            r.tools.clear();
+            break;
+        case Mode::Required:
+            if (r.tools.empty()) bad("tool_choice requires a tool call, but the request has no tools", "tool_choice");
+            break;
+        case Mode::Named: r.tool_choice.name = named_tool(r, r.tool_choice.name); break;
     }
 }
 

@@ -34,8 +34,10 @@ std::string arguments_text(const ojson* v);
 chat::Role role_of(const std::string& s);
 // Appends {type:function, function} to `out` and the name to r.tools.
 void add_function_tool(Request& r, ojson& out, const ojson& function, const std::string& ns = {});
-// tool_choice "none" (or Anthropic {type:none}) drops the tools.
-void apply_tool_choice_none(Request& r, const ojson& j);
+// tool_choice of every API (after the tools): "none" (Anthropic {type:none}) drops the tools;
+// "required" / a named function (Anthropic any / tool) sets r.tool_choice, 400 when there
+// are no tools or the name is not one of them.
+void apply_tool_choice(Request& r, const ojson& j);
 
 // Field groups (§4.3, §4.4).
 void thinking_controls(Request& r, const ojson& j);

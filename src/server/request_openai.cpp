@@ -43,7 +43,7 @@ void parse_chat(Request& r, const ojson& j) {
         r.messages.push_back(std::move(msg));
     }
     chat_tools(r, j);
-    apply_tool_choice_none(r, j);
+    apply_tool_choice(r, j);
     if (auto n = get_int(j, "n"); n && *n != 1) bad("n other than 1 is not supported", "n");
     if (get_bool(j, "logprobs").value_or(false)) bad("logprobs are not supported", "logprobs");
     if (const ojson* rf = field(j, "response_format"))

@@ -6,12 +6,6 @@ namespace ds4::server::detail {
 void parse_responses(Request& r, const ojson& j) {
     for (const char* k : {"previous_response_id", "conversation"})
         if (field(j, k)) bad(fmt::format("{} is not supported; replay full input instead", k), k);
-    if (const ojson* c = field(j, "tool_choice")) {
-        if (c->is_object()) bad("forced tool_choice not supported", "tool_choice");
-        if (!c->is_string()) bad("invalid JSON request: 'tool_choice' must be a string", "tool_choice");
-        const std::string s = c->get<std::string>();
-        if (s != "none" && s != "auto") bad(fmt::format("tool_choice={} not supported", s), "tool_choice");
-    }
     const std::string instructions = get_string(j, "instructions");
     if (!instructions.empty()) r.messages.push_back(message(chat::Role::System, instructions));
     const ojson* input = field(j, "input");
@@ -105,7 +99,7 @@ void parse_responses(Request& r, const ojson& j) {
         }
         if (!out.empty()) r.tools_json = out.dump();
     }
-    apply_tool_choice_none(r, j);
+    apply_tool_choice(r, j);
     if (const ojson* text = get_object(j, "text"))
         if (const ojson* f = field(*text, "format")) response_format(r, f, f, "text.format");
     max_tokens_field(r, j, {"max_output_tokens", "max_tokens"});

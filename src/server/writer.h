@@ -20,6 +20,8 @@ struct Usage {
     int64_t cached = 0;      // reused from the live session
     int64_t written = 0;     // newly evaluated (prompt - cached)
     int64_t completion = 0;  // generated tokens
+    int64_t reasoning = 0;   // of those, generated while the output was still reasoning
+                             // (before </think>; the </think> token included)
 };
 
 enum class Finish { Stop, Length, ToolCalls, Error };
@@ -54,6 +56,8 @@ public:
     virtual int status(const FinishInfo&) const { return 200; }
     // A failure after the stream started (prefill error, shutdown): an SSE error event.
     virtual void error_event(const std::string& message, std::string& out) = 0;
+    // The ids given to the reply's tool calls so far, in call order (for the tool memory).
+    virtual std::vector<std::string> tool_ids() const { return {}; }
 };
 
 std::unique_ptr<ApiWriter> make_writer(const Request& req, const ResponseMeta& meta);

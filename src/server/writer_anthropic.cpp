@@ -20,11 +20,15 @@ const char* stop_reason(const FinishInfo& f) {
     }
 }
 
+// input_tokens + cache_read_input_tokens + cache_creation_input_tokens is the whole prompt, as
+// with Anthropic. The live session is no cache a client asked to write (no cache_control
+// breakpoints): every uncached token is input, reused ones are cache reads, and nothing is
+// reported as a cache write (which clients would count a second time).
 ojson usage_json(const Usage& u, int64_t output) {
-    return {{"input_tokens", u.prompt - u.cached - u.written},
+    return {{"input_tokens", u.prompt - u.cached},
             {"output_tokens", output},
             {"cache_read_input_tokens", u.cached},
-            {"cache_creation_input_tokens", u.written}};
+            {"cache_creation_input_tokens", 0}};
 }
 
 class AnthropicWriter : public ApiWriter {
@@ -115,6 +119,8 @@ public:
     int status(const FinishInfo& f) const override {
         return !stream_ && f.reason == Finish::Error ? f.error_status : 200;
     }
+
+    std::vector<std::string> tool_ids() const override { return ids_; }
 
     void error_event(const std::string& message, std::string& out) override {
         emit(out, "error", {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", message}}}});

@@ -48,7 +48,8 @@ ojson openai_usage(const Usage& u) {
     return {{"prompt_tokens", u.prompt},
             {"completion_tokens", u.completion},
             {"total_tokens", u.prompt + u.completion},
-            {"prompt_tokens_details", {{"cached_tokens", u.cached}, {"cache_write_tokens", u.written}}}};
+            {"prompt_tokens_details", {{"cached_tokens", u.cached}, {"cache_write_tokens", u.written}}},
+            {"completion_tokens_details", {{"reasoning_tokens", u.reasoning}}}};
 }
 
 class ChatWriter : public ApiWriter {
@@ -113,6 +114,8 @@ public:
         j["usage"] = openai_usage(f.usage);
         out += dump(j);
     }
+
+    std::vector<std::string> tool_ids() const override { return ids_; }
 
     void error_event(const std::string& message, std::string& out) override {
         out += sse(openai_error_body(message, "server_error"), "error");

@@ -17,7 +17,14 @@ class ResponsesWriter : public ApiWriter {
 public:
     ResponsesWriter(const Request& req, const ResponseMeta& meta)
         : stream_(req.stream), summary_(req.reasoning_summary), meta_(meta), tools_(req.tools),
-          id_(responses_id("resp_")) {}
+          id_(responses_id("resp_")) {
+        using M = ToolChoice::Mode;
+        const auto& c = req.tool_choice;
+        tool_choice_ = c.mode == M::None       ? ojson("none")
+                       : c.mode == M::Required ? ojson("required")
+                       : c.mode == M::Named    ? ojson{{"type", "function"}, {"name", wire_name(c.name)}}
+                                               : ojson("auto");
+    }
 
     void begin(const Usage&, std::string& out) override {
         emit(out, "response.created", {{"response", response("in_progress")}});
@@ -48,6 +55,7 @@ public:
                 call_name_ = e.text;
                 item_id_ = responses_id(custom_call() ? "ctc_" : "fc_");
                 call_id_ = openai_call_id();
+                ids_.push_back(call_id_);
                 args_.clear();
                 emit(out, "response.output_item.added",
                      {{"output_index", index()}, {"item", call_item("in_progress")}});
@@ -74,7 +82,7 @@ public:
         r["usage"] = {{"input_tokens", u.prompt},
                       {"input_tokens_details", {{"cached_tokens", u.cached}, {"cache_write_tokens", u.written}}},
                       {"output_tokens", u.completion},
-                      {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                      {"output_tokens_details", {{"reasoning_tokens", u.reasoning}}},
                       {"total_tokens", u.prompt + u.completion}};
         if (!stream_) {
             out += dump(r);
@@ -84,6 +92,8 @@ public:
                            : f.reason == Finish::Error ? "response.failed" : "response.completed";
         emit(out, type, {{"response", r}});
     }
+
+    std::vector<std::string> tool_ids() const override { return ids_; }
 
     void error_event(const std::string& message, std::string& out) override {
         ojson r = response("failed");
@@ -106,12 +116,16 @@ private:
     ojson response(const char* status) const {
         return {{"id", id_}, {"object", "response"}, {"created_at", meta_.created}, {"status", status},
                 {"model", meta_.model}, {"output", ojson::array()}, {"parallel_tool_calls", true},
-                {"tool_choice", "auto"}, {"tools", ojson::array()}};
+                {"tool_choice", tool_choice_}, {"tools", ojson::array()}};
     }
     const ToolName* tool(const std::string& name) const {
         for (const auto& t : tools_)
             if (t.name == name) return &t;
         return nullptr;
+    }
+    std::string wire_name(const std::string& name) const {
+        const ToolName* t = tool(name);
+        return t ? t->wire_name : name;
     }
     bool custom_call() const {
         const ToolName* t = tool(call_name_);
@@ -218,6 +232,8 @@ private:
     ResponseMeta meta_;
     std::vector<ToolName> tools_;
     std::string id_;
+    ojson tool_choice_;
+    std::vector<std::string> ids_;
     int64_t seq_ = 0;
     Item kind_ = Item::None;
     std::string item_id_, call_id_, call_name_, args_, text_, reasoning_text_;

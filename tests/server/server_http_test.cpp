@@ -318,12 +318,13 @@ TEST(ServerAnthropic, NonStreamingContentAndToolResultHistory) {
     EXPECT_EQ(j["content"][0]["thinking"], "Thought.");
     EXPECT_EQ(j["content"][0]["signature"], j["id"]);
     EXPECT_EQ(j["content"][1]["text"], "Sunny, 20 C.");
-    EXPECT_GT(j["usage"]["cache_creation_input_tokens"].get<int>(), 10);
+    EXPECT_GT(j["usage"]["input_tokens"].get<int>(), 10);
+    EXPECT_EQ(j["usage"]["cache_creation_input_tokens"], 0);
 
     // count_tokens renders the same prompt without generating.
     auto c = post(s.url() + "/v1/messages/count_tokens", req);
     ASSERT_EQ(c.status, 200) << c.body;
-    EXPECT_EQ(c.json()["input_tokens"], j["usage"]["cache_creation_input_tokens"].get<int>() +
+    EXPECT_EQ(c.json()["input_tokens"], j["usage"]["input_tokens"].get<int>() +
                                             j["usage"]["cache_read_input_tokens"].get<int>());
 }
 
@@ -408,10 +409,12 @@ TEST(ServerErrors, StatusCodesAndShapes) {
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_1"}}), 400,
                  "previous_response_id is not supported");
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"conversation", "c"}}), 400, "conversation is not supported");
+    openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", "sometimes"}}), 400,
+                 "tool_choice=sometimes not supported");
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", "required"}}), 400,
-                 "tool_choice=required not supported");
-    openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", {{"type", "function"}}}}), 400,
-                 "forced tool_choice not supported");
+                 "the request has no tools");
+    openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", {{"type", "function"}, {"name", "f"}}}}),
+                 400, "which is not in tools");
     openai_error(post(u + "/v1/responses", {{"input", {{{"type", "function_call"}, {"status", "in_progress"}}}}}),
                  400, "status");
     openai_error(http("POST", u + "/v1/chat/completions", std::string(200000, ' ')), 413, "request body too large");

@@ -24,8 +24,6 @@ json user_chat(const std::string& text, int max_tokens = 2) {
     return {{"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", max_tokens}, {"think", false}};
 }
 
-std::string host_of(const ServerProcess& s) { return s.url().substr(7); }
-
 // A request head for a raw connection (no body framing unless `extra` adds it).
 std::string head(const std::string& method, const std::string& path, const std::string& extra = {}) {
     return method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra + "\r\n";
@@ -279,21 +277,25 @@ TEST(ServerSecurity, HostOriginAndContentTypeChecks) {
     EXPECT_EQ(same.header("Access-Control-Allow-Origin"), "");
     EXPECT_EQ(status("/v1/models", {"Origin: null"}), 403);
 
-    // JSON bodies only (a form or text/plain POST needs no preflight in a browser).
+    // From a browser (it sends Origin), JSON bodies only: a form or text/plain POST needs no
+    // preflight. Without an Origin any Content-Type is read as JSON (the fidelity test).
     for (const char* type : {"Content-Type: text/plain", "Content-Type: application/x-www-form-urlencoded",
                              "Content-Type:"}) {
-        const auto r = http("POST", u + "/v1/chat/completions", user_chat("x").dump(), {type});
+        const auto r = http("POST", u + "/v1/chat/completions", user_chat("x").dump(),
+                            {type, "Origin: http://localhost:" + port});
         EXPECT_EQ(r.status, 415) << type;
         EXPECT_NE(r.body.find("Content-Type must be application/json"), std::string::npos) << r.body;
     }
     EXPECT_EQ(http("POST", u + "/v1/chat/completions", user_chat("x").dump(),
-                   {"Content-Type: Application/JSON; charset=utf-8"}).status, 200);
+                   {"Content-Type: Application/JSON; charset=utf-8", "Origin: http://localhost:" + port}).status, 200);
 
     // --cors: any Origin, with the headers.
     ServerProcess c({"--cors"});
     const auto cors = http("POST", c.url() + "/v1/chat/completions", user_chat("x").dump(), {"Origin: https://app.example"});
     EXPECT_EQ(cors.status, 200);
     EXPECT_EQ(cors.header("Access-Control-Allow-Origin"), "*");
+    EXPECT_EQ(http("POST", c.url() + "/v1/chat/completions", user_chat("x").dump(),
+                   {"Origin: https://app.example", "Content-Type: text/plain"}).status, 415);
     const auto pre = http("OPTIONS", c.url() + "/v1/chat/completions", {}, {"Origin: https://app.example"});
     EXPECT_EQ(pre.status, 204);
     EXPECT_NE(pre.header("Access-Control-Allow-Headers").find("Content-Type"), std::string::npos);

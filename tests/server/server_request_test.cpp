@@ -9,6 +9,7 @@
 #include "server/http_reader.h"
 #include "server/ids.h"
 #include "server/request.h"
+#include "server/tool_memory.h"
 #include "server/writer.h"
 
 namespace ds4::server {
@@ -19,6 +20,11 @@ using chat::Role;
 using chat::ThinkingMode;
 
 Request parse(Api api, const json& j) { return parse_request(api, j.dump()); }
+
+json with_field(json j, const char* key, const json& value) {
+    j[key] = value;
+    return j;
+}
 
 json chat_body(json extra = json::object()) {
     json j = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
@@ -217,8 +223,61 @@ TEST(ServerRequest, RejectionsCarryStatusAndParam) {
     EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":true})").param, "logprobs");
     EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"response_format":{"type":"grammar"}})").param,
               "response_format");
-    EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":"required"})").what()),
-              "tool_choice=required not supported");
+    EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":"sometimes"})").what()),
+              "tool_choice=sometimes not supported");
+    EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":{"type":"web_search_preview"}})").what()),
+              "tool_choice type 'web_search_preview' not supported");
+}
+
+TEST(ServerRequest, ForcedToolChoiceOfEveryApi) {
+    using M = ToolChoice::Mode;
+    const json fn = {{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}};
+    const json chat = chat_body({{"tools", {fn}}});
+    auto chat_with = [&](const json& choice) { return parse(Api::Chat, with_field(chat, "tool_choice", choice)); };
+    EXPECT_EQ(parse(Api::Chat, chat).tool_choice.mode, M::Auto);
+    EXPECT_EQ(chat_with("auto").tool_choice.mode, M::Auto);
+    EXPECT_EQ(chat_with("required").tool_choice.mode, M::Required);
+    const Request named = chat_with({{"type", "function"}, {"function", {{"name", "get_weather"}}}});
+    EXPECT_EQ(named.tool_choice.mode, M::Named);
+    EXPECT_EQ(named.tool_choice.name, "get_weather");
+    EXPECT_EQ(chat_with({{"type", "allowed_tools"}, {"allowed_tools", {{"mode", "required"}}}}).tool_choice.mode,
+              M::Required);
+    const Request none = chat_with("none");
+    EXPECT_EQ(none.tool_choice.mode, M::None);
+    EXPECT_TRUE(none.tools_json.empty());
+
+    const json responses = {{"input", "x"},
+                            {"tools", {{{"type", "function"}, {"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}};
+    EXPECT_EQ(parse(Api::Responses, with_field(responses, "tool_choice", "required")).tool_choice.mode, M::Required);
+    const Request rn = parse(Api::Responses, with_field(responses, "tool_choice", {{"type", "function"}, {"name", "get_weather"}}));
+    EXPECT_EQ(rn.tool_choice.mode, M::Named);
+    EXPECT_EQ(rn.tool_choice.name, "get_weather");
+
+    const json messages = {{"max_tokens", 5},
+                           {"messages", {{{"role", "user"}, {"content", "x"}}}},
+                           {"tools", {{{"name", "get_weather"}, {"input_schema", {{"type", "object"}}}}}}};
+    EXPECT_EQ(parse(Api::Messages, with_field(messages, "tool_choice", {{"type", "auto"}})).tool_choice.mode, M::Auto);
+    EXPECT_EQ(parse(Api::Messages, with_field(messages, "tool_choice", {{"type", "any"}})).tool_choice.mode, M::Required);
+    const Request an = parse(Api::Messages, with_field(messages, "tool_choice", {{"type", "tool"}, {"name", "get_weather"}}));
+    EXPECT_EQ(an.tool_choice.mode, M::Named);
+    EXPECT_EQ(an.tool_choice.name, "get_weather");
+    EXPECT_TRUE(parse(Api::Messages, with_field(messages, "tool_choice", {{"type", "none"}})).tools_json.empty());
+
+    // A name that is not a tool, or a required call without tools: 400 naming tool_choice.
+    for (const auto& [api, body] :
+         {std::pair{Api::Chat, with_field(chat, "tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}})},
+          std::pair{Api::Responses, with_field(responses, "tool_choice", {{"type", "function"}, {"name", "nope"}})},
+          std::pair{Api::Messages, with_field(messages, "tool_choice", {{"type", "tool"}, {"name", "nope"}})},
+          std::pair{Api::Chat, with_field(chat_body(), "tool_choice", "required")},
+          std::pair{Api::Messages, with_field(with_field(messages, "tools", json::array()), "tool_choice", {{"type", "any"}})}}) {
+        try {
+            parse(api, body);
+            ADD_FAILURE() << "accepted: " << body.dump();
+        } catch (const RequestError& e) {
+            EXPECT_EQ(e.status, 400);
+            EXPECT_EQ(e.param, "tool_choice") << e.what();
+        }
+    }
 }
 
 RequestError rejection(Api api, std::string_view body) {
@@ -462,6 +521,43 @@ TEST(ServerIds, FormatsAndUniqueness) {
     EXPECT_EQ(anthropic_tool_id().size(), 6u + 32u);
     EXPECT_EQ(responses_id("fc_").size(), 3u + 24u);
     EXPECT_EQ(a.find_first_not_of("0123456789abcdef", 5), std::string::npos);
+}
+
+TEST(ServerToolMemory, LruDedupAndReplayCheck) {
+    const std::string d = "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c";
+    const std::string block = "\n\n<" + d + "tool_calls>\n<" + d + "invoke name=\"f\">\n<" + d +
+                              "parameter name=\"a\" string=\"false\"> 1 </" + d + "parameter>\n</" + d +
+                              "invoke>\n<" + d + "invoke name=\"g\">\n\n</" + d + "invoke>\n</" + d + "tool_calls>";
+    ToolMemory m(3);
+    m.put("call_1", block);
+    m.put("call_2", block);
+    EXPECT_EQ(m.size(), 2u);
+    EXPECT_EQ(m.bytes(), block.size());  // one copy for both ids
+    const std::vector<std::string> both = {"call_1", "call_2"};
+    EXPECT_EQ(m.block_for(both), block);
+    EXPECT_EQ(m.entries_for(std::vector<std::string>{"call_2", "nope"}),
+              (std::vector<std::pair<std::string, std::string>>{{"call_2", block}}));
+
+    // replay: only for exactly the calls the block holds (arguments compared as JSON).
+    const std::vector<chat::ToolCall> calls = {{"call_1", "f", R"({"a": 1})"}, {"call_2", "g", "{}"}};
+    EXPECT_EQ(m.replay(calls), block);
+    EXPECT_FALSE(m.replay({{"call_1", "f", R"({"a": 2})"}, {"call_2", "g", "{}"}}));
+    EXPECT_FALSE(m.replay({{"call_1", "f", R"({"a": 1})"}}));          // one call missing
+    EXPECT_FALSE(m.replay({{"call_1", "f", R"({"a": 1})"}, {"call_9", "g", "{}"}}));  // unknown id
+
+    m.put("call_3", "other");
+    EXPECT_FALSE(m.block_for(std::vector<std::string>{"call_1", "call_3"}));  // different blocks
+    // LRU: call_1 and call_2 were used after call_3 was put? No: call_3 is newest; using
+    // call_1 makes call_2 the oldest, and a fourth id evicts it.
+    EXPECT_TRUE(m.block_for(std::vector<std::string>{"call_1"}));
+    m.put("call_4", "x");
+    EXPECT_EQ(m.size(), 3u);
+    EXPECT_TRUE(m.entries_for(std::vector<std::string>{"call_2"}).empty());
+    EXPECT_EQ(m.entries_for(std::vector<std::string>{"call_1"}).size(), 1u);
+    EXPECT_EQ(m.bytes(), block.size() + 5 + 1);
+    m.put("call_5", "y");  // evicts call_3 ("other")
+    m.put("call_6", "z");  // evicts call_1: the block goes with its last id
+    EXPECT_EQ(m.bytes(), 3u);
 }
 
 }  // namespace

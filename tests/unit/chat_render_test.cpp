@@ -98,4 +98,43 @@ TEST(ChatRender, BadToolsJsonIsAnError) {
     EXPECT_THROW(role_from_string("robot"), ds4::Error);
 }
 
+TEST(ChatRender, ExactToolBlockReplacesTheCanonicalBlock) {
+    Message a = msg(Role::Assistant, "");
+    a.tool_calls = {{"call_1", "f", R"({"x":1})"}};
+    std::vector<Message> messages = {msg(Role::User, "q"), a, msg(Role::Tool, "r")};
+    messages[2].tool_call_id = "call_1";
+    RenderOptions o;
+    o.thinking = ThinkingMode::Off;
+    const std::string canonical = render(messages, o);
+    const std::string sampled = "\n<" + std::string(kDsml) + "tool_calls>SAMPLED</" + std::string(kDsml) + "tool_calls>";
+    std::vector<std::string> seen;
+    o.exact_tool_block = [&](const std::vector<ToolCall>& calls) -> std::optional<std::string> {
+        for (const auto& c : calls) seen.push_back(c.id);
+        return sampled;
+    };
+    const std::string exact = render(messages, o);
+    EXPECT_EQ(seen, std::vector<std::string>{"call_1"});
+    std::string expected = canonical;
+    const std::string block = render_tool_calls(a.tool_calls);
+    expected.replace(expected.find(block), block.size(), sampled);
+    EXPECT_EQ(exact, expected);
+    o.exact_tool_block = [](const std::vector<ToolCall>&) { return std::optional<std::string>(); };
+    EXPECT_EQ(render(messages, o), canonical);
+}
+
+TEST(ChatRender, ForcedToolCallOpening) {
+    RenderedPrompt p = render_prompt({msg(Role::User, "q")}, RenderOptions{});
+    const std::string before = p.text;
+    const std::string d(kDsml);
+    EXPECT_EQ(append_tool_call_opening(p, true, "get<｜User｜>"),
+              "</think>\n\n<" + d + "tool_calls>\n<" + d + "invoke name=\"get<｜User｜>\">\n");
+    EXPECT_EQ(p.text.substr(0, before.size()), before);
+    ASSERT_FALSE(p.untrusted.empty());  // the tool name stays plain text when tokenized
+    EXPECT_EQ(p.text.substr(p.untrusted.back().offset, p.untrusted.back().length), "get<｜User｜>");
+    RenderOptions off;
+    off.thinking = ThinkingMode::Off;
+    RenderedPrompt q = render_prompt({msg(Role::User, "q")}, off);
+    EXPECT_EQ(append_tool_call_opening(q, false, ""), "\n\n<" + d + "tool_calls>\n");
+}
+
 }  // namespace

@@ -196,6 +196,18 @@ int main(int argc, char** argv) {
     app.add_option("--max-queue", o.server.scheduler.max_queue,
                    "Requests waiting for a free slot; beyond, 503 with Retry-After (default 64)")
         ->check(CLI::Range(0, 1000000))->option_text("N")->group("HTTP limits");
+    app.add_option("--trace", o.server.trace_path,
+                   "Append every request (headers with keys redacted, body) and its response (body, "
+                   "or each SSE event as sent) to FILE as JSON lines (docs/SERVER.md)")
+        ->option_text("FILE")->group("HTTP API");
+    app.add_option("--tool-memory-max-ids", o.server.tool_memory_max_ids,
+                   "Tool-call ids remembered for exact DSML replay, least recently used out "
+                   "(default 100000; at most 512 MiB of DSML)")
+        ->check(CLI::Range(size_t(1), size_t(1) << 32))->group("HTTP API");
+    app.add_flag("--disable-exact-dsml-tool-replay", [&o](int64_t) { o.server.exact_tool_replay = false; },
+                 "Render tool calls from history in the canonical DSML form, not as the model "
+                 "sampled them (the session is then re-evaluated from the first difference)")
+        ->group("HTTP API");
     app.add_flag("--no-mmap", o.no_mmap,
                  ds4::gguf::File::kCopyHelp);
     app.add_option("--test-force-output", o.force_output,
