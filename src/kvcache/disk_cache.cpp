@@ -129,6 +129,16 @@ void DiskCache::scan() {
     }
 }
 
+void DiskCache::discard(const Hit& hit, Cause cause, const std::string& why) {
+    std::lock_guard lock(mu_);
+    if (index_.count(hit.file)) remove_locked(hit.file);
+    else ::unlink(path_of(hit.file).c_str());
+    warn_removed(hit.file, why);
+    count_failure_locked(cause);
+    if (stats_.hits > 0) --stats_.hits;  // load() counted it
+    ++stats_.misses;
+}
+
 void DiskCache::remove_locked(const std::string& file) {
     auto it = index_.find(file);
     if (it == index_.end()) return;

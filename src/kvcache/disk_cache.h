@@ -90,6 +90,10 @@ public:
     // hit count and last use are updated in place.
     std::optional<Entry> load(const Hit& hit, std::string_view prompt_text = {});
 
+    // Removes hit's file after the caller found its payload unusable (the model refused the
+    // state it holds), with one warning, counted by `cause` like a damaged file.
+    void discard(const Hit& hit, Cause cause, const std::string& why);
+
     // Stores a snapshot of `text` (see the class comment). Returns true when the cache holds it
     // afterwards (an identical snapshot already there counts), false when it was not written.
     // A same-text file is replaced unless it is the identical snapshot (same tokens, ctx, size

@@ -54,6 +54,8 @@ public:
 
     int64_t emitted() const { return emitted_; }
     bool started() const { return started_; }
+    // Inside a tool-call block (no continued checkpoint is taken there).
+    bool in_tool_block() const { return parser_.block_started() && !parser_.block_closed(); }
 
 private:
     void deliver(const std::string& piece);

@@ -94,6 +94,7 @@ HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, Ser
     hosts_.allowed = options_.allowed_hosts;
     if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path);
     if (options_.exact_tool_replay) tool_memory_ = std::make_unique<ToolMemory>(options_.tool_memory_max_ids);
+    scheduler_.set_tool_memory(tool_memory_.get());
     ListenerOptions lo;
     lo.trace = trace_.get();
     lo.host = options_.host;
@@ -125,6 +126,27 @@ chat::RenderOptions HttpServer::render_options(chat::ThinkingMode mode, const Re
     if (ToolMemory* memory = tool_memory_.get())
         o.exact_tool_block = [memory](const std::vector<chat::ToolCall>& calls) { return memory->replay(calls); };
     return o;
+}
+
+// Exact replay across restarts (spec/PRODUCT.md §4.7): the tool-call ids of the history that
+// the memory lacks are looked up in the disk cache's files.
+void HttpServer::restore_tool_blocks(const Request& r) {
+    kvcache::DiskCache* disk = scheduler_.disk();
+    if (!tool_memory_ || !disk) return;
+    std::vector<std::string> ids;
+    for (const auto& m : r.messages)
+        for (const auto& c : m.tool_calls)
+            if (!c.id.empty()) ids.push_back(c.id);
+    if (ids.empty()) return;
+    std::vector<std::string> missing;
+    const auto known = tool_memory_->entries_for(ids);
+    for (const auto& id : ids) {
+        bool have = false;
+        for (const auto& k : known) have = have || k.first == id;
+        if (!have) missing.push_back(id);
+    }
+    if (missing.empty()) return;
+    for (const auto& [id, block] : disk->tool_blocks(missing)) tool_memory_->put(id, block);
 }
 
 int HttpServer::bind() { return listener_->bind(); }
@@ -227,7 +249,7 @@ std::optional<HttpResponse> HttpServer::on_request(const HttpRequest& req) {
                           {"queue", {{"waiting", metrics_.queue_depth.load()}, {"max", options_.scheduler.max_queue}}}}
                         .dump());
     if (path == "/metrics") {
-        HttpResponse r = json(metrics_.prometheus());
+        HttpResponse r = json(metrics_.prometheus() + scheduler_.prometheus());
         r.content_type = "text/plain; version=0.0.4";
         return r;
     }
@@ -281,6 +303,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const int64_t ctx = ctx_;
     const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
     try {
+        restore_tool_blocks(r);
         job->rendered = chat::render_prompt(r.messages, render_options(mode, r));
         if (r.tool_choice.forced() && !r.tools_json.empty())
             job->reply_prefix = chat::append_tool_call_opening(job->rendered, mode != chat::ThinkingMode::Off,

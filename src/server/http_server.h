@@ -77,6 +77,7 @@ private:
     void on_thread(const HttpRequest& req, HttpExchange& ex);
     void generate(Api api, const HttpRequest& req, HttpExchange& ex);
     void count_tokens(const HttpRequest& req, HttpExchange& ex);
+    void restore_tool_blocks(const Request& r);
     HttpResponse error(const std::string& path, int status, const std::string& message,
                        const std::string& param = {}, const std::string& code = {});
     HttpResponse json(std::string body, int status = 200) const;

@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <fmt/format.h>
+
+#include "chat/prompt_tokens.h"
 #include "common/error.h"
+#include "model/identity.h"
+#include "model/state_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds4::server {
@@ -26,6 +31,21 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, Sched
     for (auto& s : slots_) s.seq = model_.new_sequence(opt_.session.sequence());
     running_.resize(slots_.size());
     metrics_.slots = int64_t(slots_.size());
+    if (!opt_.kv.dir.empty()) {
+        const KvPolicy& p = opt_.kv.policy;
+        if (p.cold_max_tokens != 0 && p.cold_max_tokens < p.min_tokens)
+            ds4::fail("--kv-cache-cold-max-tokens {} must be 0 or at least --kv-cache-min-tokens {}",
+                      p.cold_max_tokens, p.min_tokens);
+        disk_ = std::make_unique<kvcache::DiskCache>(kvcache::Options{
+            .dir = opt_.kv.dir,
+            .budget_bytes = opt_.kv.space_mb << 20,
+            .model_id = model::identity(model_),
+            .payload_version = model::kStateVersion});
+        const auto st = disk_->stats();
+        std::fprintf(stderr, "ds4-server: kv cache %s: %llu files, %.1f of %llu MB\n", opt_.kv.dir.c_str(),
+                     (unsigned long long)st.files, double(st.total_bytes) / (1 << 20),
+                     (unsigned long long)opt_.kv.space_mb);
+    }
     thread_ = std::thread([this] { worker(); });
 }
 
@@ -65,7 +85,12 @@ void Scheduler::shutdown() {
         }
     }
     cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    if (thread_.joinable()) {
+        thread_.join();
+        // Clean exit: every live conversation goes to disk (a restarted server resumes it).
+        if (disk_)
+            for (auto& sl : slots_) save(sl, kvcache::SaveReason::shutdown);
+    }
 }
 
 size_t Scheduler::choose_slot(const std::vector<int32_t>& prompt) const {
@@ -110,20 +135,32 @@ void Scheduler::admit_locked() {
         s.job = std::move(job);
         ++metrics_.active;
         s.gen = std::make_unique<Generation>(*s.job, tok_, metrics_);
-        start(s);
+        s.fresh = true;  // start() runs outside the lock: it may read or write the disk cache
     }
 }
 
 // Keeps the longest prefix the slot shares with the prompt (the last prompt position is
 // evaluated again for its logits unless the slot holds exactly the prompt with logits).
 void Scheduler::start(Slot& s) {
-    const std::vector<int32_t>& prompt = s.job->prompt;
-    const int64_t n = int64_t(prompt.size());
+    Job& job = *s.job;
     s.admitted = clock_type::now();
-    s.sampler.emplace(s.job->request.sampling);
+    s.sampler.emplace(job.request.sampling);
     s.forced_at = 0;
     s.pending = -1;
-    int64_t keep = s.seq->common_prefix(prompt);
+    s.store_at = 0;
+    const bool continues = s.seq->pos() > 0 && s.seq->common_prefix(job.prompt) >= s.last_prompt;
+    if (!continues) s.tool_ids.clear();
+    for (const auto& m : job.request.messages)
+        for (const auto& c : m.tool_calls)
+            if (!c.id.empty()) s.tool_ids.push_back(c.id);
+    int64_t keep = s.seq->common_prefix(job.prompt);
+    if (disk_ && keep + 1 < int64_t(job.prompt.size())) {
+        // The conversation the slot holds goes unless the request continues it: saved first.
+        if (!continues) save(s, kvcache::SaveReason::evict);
+        keep = load_from_disk(s, keep);
+    }
+    const std::vector<int32_t>& prompt = job.prompt;
+    const int64_t n = int64_t(prompt.size());
     if (!(keep == n && s.seq->pos() == n && s.logits_ready)) {
         keep = std::min(keep, n - 1);
         s.logits_ready = false;
@@ -140,6 +177,85 @@ void Scheduler::start(Slot& s) {
     }
     s.usage = Usage{.prompt = n, .cached = keep, .written = n - keep};
     s.last_prompt = n;
+    if (disk_) {
+        const int64_t at = cold_store_point(prompt, opt_.kv.policy, tok_.special());
+        if (at > keep && at < n) s.store_at = at;
+    }
+}
+
+int64_t Scheduler::load_from_disk(Slot& s, int64_t keep) {
+    Job& job = *s.job;
+    const int64_t ctx = opt_.session.ctx;
+    const auto hit = disk_->lookup(job.rendered.text, ctx, std::max<int64_t>(opt_.kv.policy.min_tokens, keep + 1));
+    if (!hit) return keep;
+    const auto entry = disk_->load(*hit, job.rendered.text);
+    if (!entry) return keep;  // damaged (removed, warned) or a hash collision
+    auto refuse = [&](const std::string& why) {
+        ++kv_refused_;
+        std::fprintf(stderr, "ds4-server: kv cache: not using %s: %s\n", hit->file.c_str(), why.c_str());
+    };
+    // Load into a scratch sequence first: the slot keeps its state if anything is off.
+    std::unique_ptr<model::Sequence> seq = model_.new_sequence(opt_.session.sequence());
+    std::vector<float> logits;
+    try {
+        model_.load_state(entry->payload, *seq, &logits);
+    } catch (const std::exception& e) {
+        // Not this model's state (weights that differ behind an equal layout) or a payload
+        // that does not parse: the file can never serve this model.
+        disk_->discard(*hit, kvcache::Cause::foreign, std::string("the model refused its state: ") + e.what());
+        return keep;
+    }
+    const std::vector<int32_t>& cached = seq->tokens();
+    if (tok_.decode(cached) != entry->text) {
+        refuse("its tokens do not decode to its text");
+        return keep;
+    }
+    // Equal bytes are not enough: a marker in one and look-alike user text in the other.
+    const size_t text_bytes = entry->text.size();
+    if (control_tokens(tok_, cached) != control_tokens(tok_, job.prompt, text_bytes)) {
+        refuse("its control tokens differ from the prompt's");
+        return keep;
+    }
+    std::vector<int32_t> prompt = cached;
+    const auto rest = chat::tokenize_prompt(tok_, rendered_suffix(job.rendered, text_bytes));
+    prompt.insert(prompt.end(), rest.begin(), rest.end());
+    if (int64_t(prompt.size()) >= ctx) {
+        refuse("the prompt it leaves does not fit");
+        return keep;
+    }
+    s.seq->assign(*seq);
+    s.logits = std::move(logits);
+    s.logits_ready = !s.logits.empty();
+    // The tool calls it knew, for exact replay of the calls this conversation made.
+    if (tool_memory_)
+        for (const auto& [id, block] : entry->tools) tool_memory_->put(id, block);
+    const int64_t max_tokens_room = ctx - int64_t(prompt.size());
+    job.max_tokens = std::min(job.max_tokens, max_tokens_room);
+    job.prompt = std::move(prompt);
+    return int64_t(cached.size());
+}
+
+void Scheduler::save(Slot& s, kvcache::SaveReason reason) {
+    if (!disk_ || !disk_->saving_enabled()) return;
+    const std::vector<int32_t>& toks = s.seq->tokens();
+    if (int64_t(toks.size()) < opt_.kv.policy.min_tokens) return;
+    const auto t0 = clock_type::now();
+    try {
+        const std::string text = tok_.decode(toks);
+        const auto payload = model_.save_state(*s.seq, s.logits_ready ? std::span<const float>(s.logits)
+                                                                      : std::span<const float>());
+        kvcache::ToolMap tools;
+        if (tool_memory_)
+            for (auto& [id, block] : tool_memory_->entries_for(s.tool_ids))
+                if (text.find(block) != std::string::npos) tools.emplace_back(id, block);
+        const kvcache::StoreMeta meta{.reason = reason, .tokens = int64_t(toks.size()), .ctx = opt_.session.ctx};
+        if (disk_->store(text, payload, meta, tools)) {
+            ++kv_saves_;
+            kv_save_us_ += uint64_t(seconds_since(t0) * 1e6);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4-server: kv cache: save failed: %s\n", e.what());
+    }
 }
 
 void Scheduler::release(Slot& s) {
@@ -159,6 +275,7 @@ void Scheduler::release(Slot& s) {
 
 void Scheduler::end(Slot& s, engine::StopReason reason) {
     s.gen->finish(reason);
+    for (auto& id : s.job->writer->tool_ids()) s.tool_ids.push_back(id);
     release(s);
 }
 
@@ -218,9 +335,14 @@ bool Scheduler::step() {
         } else {
             const auto& prompt = s.job->prompt;
             const int64_t pos = s.seq->pos(), n = int64_t(prompt.size());
-            const int64_t len = std::min(decoding ? opt_.quantum : opt_.session.prefill_chunk, n - pos);
+            // Checkpoints cut the prompt: the piece ends exactly where one is due.
+            int64_t limit = n;
+            if (s.store_at > pos) limit = std::min(limit, s.store_at);
+            if (disk_)
+                if (const int64_t f = next_frontier(pos, opt_.kv.policy); f > 0) limit = std::min(limit, f);
+            const int64_t len = std::min(decoding ? opt_.quantum : opt_.session.prefill_chunk, limit - pos);
             it.tokens = std::span<const int32_t>(prompt.data() + pos, size_t(len));
-            if (pos + len < n) {
+            if (pos + len < limit) {
                 it.want = model::Logits::None;
                 items.push_back(it);
                 owners.push_back(&s);
@@ -257,9 +379,21 @@ bool Scheduler::step() {
 
     for (size_t i = 0; i < items.size(); ++i) {
         Slot& s = *owners[i];
+        const bool decoded = s.pending >= 0;
         s.pending = -1;
-        if (items[i].want == model::Logits::None) continue;
-        s.logits_ready = true;
+        s.logits_ready = items[i].want != model::Logits::None;
+        if (!s.logits_ready) continue;
+        if (disk_) {
+            const int64_t pos = s.seq->pos();
+            if (!decoded && pos == s.store_at) {
+                save(s, kvcache::SaveReason::cold);
+                s.store_at = 0;
+            } else if (continued_step(opt_.kv.policy) > 0 && pos % continued_step(opt_.kv.policy) == 0 &&
+                       !s.gen->in_tool_block()) {
+                save(s, kvcache::SaveReason::continued);
+            }
+            if (!decoded && pos < int64_t(s.job->prompt.size())) continue;  // a checkpoint, not the end
+        }
         if (!s.gen->started()) s.gen->begin(s.usage, seconds_since(s.admitted));
         after_logits(s);
     }
@@ -275,6 +409,11 @@ void Scheduler::worker() {
             admit_locked();
         }
         try {
+            for (auto& sl : slots_)
+                if (sl.fresh) {
+                    sl.fresh = false;
+                    start(sl);
+                }
             step();
         } catch (const std::exception& e) {
             // A last resort (a writer or sampler error): end every request on the engine.
@@ -288,6 +427,39 @@ void Scheduler::worker() {
                 }
         }
     }
+}
+
+std::string Scheduler::prometheus() const {
+    if (!disk_) return {};
+    const auto st = disk_->stats();
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+    };
+    metric("ds4_kv_disk_hits_total", "counter", "Disk KV checkpoints loaded.", st.hits);
+    metric("ds4_kv_disk_misses_total", "counter", "Disk KV lookups that found nothing usable.", st.misses);
+    metric("ds4_kv_disk_refused_total", "counter",
+           "Checkpoints read but not used (control-token layout or state mismatch).", kv_refused_.load());
+    metric("ds4_kv_disk_read_bytes_total", "counter", "Bytes of checkpoints loaded.", st.bytes_read);
+    metric("ds4_kv_disk_written_bytes_total", "counter", "Bytes of checkpoints written.", st.bytes_written);
+    metric("ds4_kv_disk_stores_total", "counter", "Checkpoints written.", st.stores);
+    metric("ds4_kv_disk_store_failures_total", "counter", "Checkpoint writes that failed (I/O, full disk).",
+           st.store_failures);
+    metric("ds4_kv_disk_stores_skipped_total", "counter", "Checkpoints not written (too big, no room, saving off).",
+           st.stores_skipped);
+    metric("ds4_kv_disk_save_seconds_total", "counter", "Time spent saving checkpoints.", kv_save_us_.load() / 1e6);
+    metric("ds4_kv_disk_evictions_total", "counter", "Checkpoints removed for the budget.", st.evictions);
+    out += "# HELP ds4_kv_disk_load_failures_total Damaged checkpoints removed, by cause.\n"
+           "# TYPE ds4_kv_disk_load_failures_total counter\n";
+    out += fmt::format("ds4_kv_disk_load_failures_total{{cause=\"checksum\"}} {}\n", st.load_failures_checksum);
+    out += fmt::format("ds4_kv_disk_load_failures_total{{cause=\"truncated\"}} {}\n", st.load_failures_truncated);
+    out += fmt::format("ds4_kv_disk_load_failures_total{{cause=\"foreign\"}} {}\n", st.load_failures_foreign);
+    out += fmt::format("ds4_kv_disk_load_failures_total{{cause=\"io\"}} {}\n", st.load_failures_io);
+    metric("ds4_kv_disk_files", "gauge", "Checkpoint files.", st.files);
+    metric("ds4_kv_disk_bytes", "gauge", "Bytes of checkpoint files.", st.total_bytes);
+    metric("ds4_kv_disk_saving", "gauge", "1 while saving is enabled (0 after a full disk).",
+           disk_->saving_enabled() ? 1 : 0);
+    return out;
 }
 
 }  // namespace ds4::server

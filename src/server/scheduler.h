@@ -14,8 +14,16 @@
 // holds that slot's last prompt whole) with the longest shared prefix; else an empty slot;
 // else the free slot sharing the longest prefix, least recently used first (its conversation is
 // dropped; with a disk cache it is saved first). A live slot is never taken.
+//
+// Disk KV cache (--kv-disk-dir; spec/PRODUCT.md §5, docs/SERVER.md "Disk KV cache"): when the
+// live slot holds less of a prompt than a checkpoint on disk, the checkpoint is loaded into the
+// slot (its tokens are authoritative; only the prompt text after it is tokenized and evaluated).
+// Checkpoints are written at the policy's points (server/kv_policy.h): cold (a prompt's chat
+// anchor), continued (absolute frontiers), evict (before a slot's conversation is replaced) and
+// shutdown. Writes happen on the worker between steps (kvcache::DiskCache makes them atomic).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -25,12 +33,15 @@
 #include <thread>
 #include <vector>
 
+#include "kvcache/disk_cache.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "sampling/sampler.h"
 #include "server/generation.h"
 #include "server/job.h"
+#include "server/kv_policy.h"
 #include "server/metrics.h"
+#include "server/tool_memory.h"
 
 namespace ds4::tokenizer {
 class Tokenizer;
@@ -38,11 +49,18 @@ class Tokenizer;
 
 namespace ds4::server {
 
+struct KvDiskOptions {
+    std::string dir;               // empty: no disk cache
+    uint64_t space_mb = 4096;      // --kv-disk-space-mb: the directory's budget
+    KvPolicy policy;
+};
+
 struct SchedulerOptions {
     int parallel = 1;             // slots (live sequences)
     int64_t quantum = 128;        // prompt tokens a slot evaluates per step while others generate
     int max_queue = 64;           // requests waiting beyond the free slots; more are refused
     model::SessionOptions session;  // ctx, prefill chunk, QAT, rewind slack of every slot
+    KvDiskOptions kv;
 };
 
 class Scheduler {
@@ -60,6 +78,13 @@ public:
 
     int slots() const { return int(slots_.size()); }
     const SchedulerOptions& options() const { return opt_; }
+    // The disk cache (null without --kv-disk-dir); thread-safe.
+    kvcache::DiskCache* disk() { return disk_.get(); }
+    // Tool-call memory whose entries are saved in and restored from disk checkpoints (set
+    // before the first request; may stay null).
+    void set_tool_memory(ToolMemory* memory) { tool_memory_ = memory; }
+    // The disk cache's counters in Prometheus text ("" without one).
+    std::string prometheus() const;
 
 private:
     struct Slot {
@@ -68,6 +93,9 @@ private:
         bool logits_ready = false;      // ...when true
         uint64_t last_used = 0;         // step of the last request's end (LRU)
         int64_t last_prompt = 0;        // prompt length of the last request
+        bool fresh = false;             // admitted, start() not yet run
+        int64_t store_at = 0;           // a cold checkpoint at this position (0: none)
+        std::vector<std::string> tool_ids;  // tool-call ids of the conversation (history + replies)
         // The request on the slot (null: free).
         std::unique_ptr<Job> job;
         std::unique_ptr<Generation> gen;
@@ -83,6 +111,8 @@ private:
     void admit_locked();
     size_t choose_slot(const std::vector<int32_t>& prompt) const;
     void start(Slot& s);                        // positions the slot's sequence for its prompt
+    int64_t load_from_disk(Slot& s, int64_t keep);  // a longer prefix from disk; the new keep
+    void save(Slot& s, kvcache::SaveReason reason);  // a checkpoint of the slot's sequence
     void after_logits(Slot& s);                 // samples (or ends) a slot whose logits are ready
     void end(Slot& s, engine::StopReason reason);
     void fail(Slot& s, const std::string& message, int status);
@@ -95,6 +125,10 @@ private:
     Metrics& metrics_;
     std::vector<Slot> slots_;
     uint64_t steps_ = 0;
+    std::unique_ptr<kvcache::DiskCache> disk_;
+    ToolMemory* tool_memory_ = nullptr;
+    std::atomic<uint64_t> kv_refused_ = 0;      // hits refused: marker layout or state mismatch
+    std::atomic<uint64_t> kv_saves_ = 0, kv_save_us_ = 0;
 
     std::mutex mutex_;
     std::condition_variable cv_;

@@ -71,7 +71,8 @@ const std::string& tiny_model() {
 
 ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json& forced) {
     dir_ = scratch_dir();
-    std::vector<std::string> argv = {oracle::binary("ds4-server"), "-m", tiny_model(), "-t", "1"};
+    std::vector<std::string> argv = {oracle::binary("ds4-server"), "-t", "1"};
+    if (std::find(args.begin(), args.end(), "-m") == args.end()) argv.insert(argv.end(), {"-m", tiny_model()});
     if (std::find(args.begin(), args.end(), "--port") == args.end()) argv.insert(argv.end(), {"--port", "0"});
     if (!forced.is_null()) {
         write_file(dir_ + "/forced.json", forced.dump());

@@ -18,7 +18,8 @@ const std::string& tiny_model();
 
 class ServerProcess {
 public:
-    // Starts ds4-server -m tiny_model() --port 0 (unless `args` has --port) plus `args`;
+    // Starts ds4-server -m tiny_model() (unless `args` has -m) --port 0 (unless `args` has
+    // --port) plus `args`;
     // `forced` (if not empty) is written to a file and passed as --test-force-output. Waits
     // for the listening line; throws ds4::Error with the server's log if it exits first.
     explicit ServerProcess(std::vector<std::string> args = {}, const nlohmann::json& forced = nullptr);

@@ -208,6 +208,30 @@ int main(int argc, char** argv) {
                  "Render tool calls from history in the canonical DSML form, not as the model "
                  "sampled them (the session is then re-evaluated from the first difference)")
         ->group("HTTP API");
+    auto& kv = o.server.scheduler.kv;
+    app.add_option("--kv-disk-dir", kv.dir,
+                   "Disk KV cache: checkpoints of conversations in DIR (created if missing), so "
+                   "other sessions and restarts resume without prefill (docs/SERVER.md)")
+        ->option_text("DIR")->group("Disk KV cache");
+    app.add_option("--kv-disk-space-mb", kv.space_mb, "Budget of the directory in MiB (default 4096)")
+        ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-min-tokens", kv.policy.min_tokens,
+                   "Shortest checkpoint written or loaded, in tokens (default 512)")
+        ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-cold-max-tokens", kv.policy.cold_max_tokens,
+                   "Cold checkpoints only for prompts up to N tokens (default 30000; 0: none)")
+        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-continued-interval-tokens", kv.policy.continued_interval,
+                   "A checkpoint at every multiple of N tokens (rounded up to the alignment; default "
+                   "10000; 0: none)")
+        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-boundary-trim-tokens", kv.policy.boundary_trim,
+                   "A cold checkpoint without a chat anchor stops N tokens before the prompt's end "
+                   "(default 32)")
+        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-boundary-align-tokens", kv.policy.boundary_align,
+                   "...aligned down to a multiple of N (default 2048)")
+        ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
     app.add_flag("--no-mmap", o.no_mmap,
                  ds4::gguf::File::kCopyHelp);
     app.add_option("--test-force-output", o.force_output,
