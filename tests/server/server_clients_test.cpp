@@ -100,5 +100,27 @@ TEST(ServerClients, ChatStreamedToolCallIsReplayedExactly) { expect_exact_replay
 TEST(ServerClients, ResponsesStreamedFunctionCallIsReplayedExactly) { expect_exact_replay("responses"); }
 TEST(ServerClients, AnthropicStreamedToolUseIsReplayedExactly) { expect_exact_replay("anthropic"); }
 
+// --- Forced tool choice (docs/SERVER.md "Tool choice") --------------------------------------
+
+// The scripted outputs are what the model writes after the forced opening (the prompt already
+// ends with "</think>\n\n<tool_calls>\n" and, for a named tool, its invoke line).
+const std::string kTimeTail = "<" + kDsml + "parameter name=\"zone\" string=\"true\">UTC</" + kDsml +
+                              "parameter>\n</" + kDsml + "invoke>\n</" + kDsml + "tool_calls>";
+const std::string kWeatherCall = "<" + kDsml + "invoke name=\"get_weather\">\n<" + kDsml +
+                                 "parameter name=\"city\" string=\"true\">Paris</" + kDsml + "parameter>\n</" +
+                                 kDsml + "invoke>\n</" + kDsml + "tool_calls>";
+
+TEST(ServerClients, OpenAiSdkForcedToolChoice) {
+    SKIP_WITHOUT_CLIENTS();
+    // chat named, chat named streamed, chat required streamed, Responses named, Responses required.
+    run_node("forced_choice.cjs", {"openai"}, json::array({kTimeTail, kTimeTail, kWeatherCall, kTimeTail, kWeatherCall}));
+}
+
+TEST(ServerClients, AnthropicSdkForcedToolChoice) {
+    SKIP_WITHOUT_CLIENTS();
+    // {type: tool}, {type: tool} streamed, {type: any} streamed.
+    run_node("forced_choice.cjs", {"anthropic"}, json::array({kTimeTail, kTimeTail, kWeatherCall}));
+}
+
 }  // namespace
 }  // namespace ds4::servertest
