@@ -81,6 +81,17 @@ uint64_t fresh_seed() {
     return seed;
 }
 
+// The prompt of request `r`: rendered, then for a forced tool choice the reply's opening
+// appended (returned in `reply_prefix`). generate() and count_tokens() both use it, so the
+// count is the prompt a generation evaluates.
+chat::RenderedPrompt render_request(const Request& r, chat::ThinkingMode mode, const chat::RenderOptions& options,
+                                    std::string& reply_prefix) {
+    chat::RenderedPrompt p = chat::render_prompt(r.messages, options);
+    if (r.tool_choice.forced() && !r.tools_json.empty())
+        reply_prefix = chat::append_tool_call_opening(p, mode != chat::ThinkingMode::Off, r.tool_choice.name);
+    return p;
+}
+
 }  // namespace
 
 HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, ServerOptions options,
@@ -277,9 +288,9 @@ void HttpServer::on_thread(const HttpRequest& req, HttpExchange& ex) {
 void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
     try {
         const Request r = parse_request(Api::Messages, req.body);
-        const int64_t ctx = ctx_;
-        const auto prompt = chat::render_prompt(
-            r.messages, render_options(chat::effective_thinking(r.thinking, ctx), r));
+        const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx_);
+        std::string opening;
+        const auto prompt = render_request(r, mode, render_options(mode, r), opening);
         const size_t n = chat::tokenize_prompt(tok_, prompt).size();
         ex.send(json(ojson{{"input_tokens", n}}.dump()));
     } catch (const RequestError& e) {
@@ -304,10 +315,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
     try {
         restore_tool_blocks(r);
-        job->rendered = chat::render_prompt(r.messages, render_options(mode, r));
-        if (r.tool_choice.forced() && !r.tools_json.empty())
-            job->reply_prefix = chat::append_tool_call_opening(job->rendered, mode != chat::ThinkingMode::Off,
-                                                               r.tool_choice.name);
+        job->rendered = render_request(r, mode, render_options(mode, r), job->reply_prefix);
         job->prompt = chat::tokenize_prompt(tok_, job->rendered);
     } catch (const Error& e) {
         ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));

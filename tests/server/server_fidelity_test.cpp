@@ -123,6 +123,42 @@ TEST(ServerToolChoice, AnthropicAndResponsesShapes) {
     EXPECT_EQ(rbad.json()["error"]["param"], "tool_choice");
 }
 
+TEST(ServerToolChoice, CountTokensCountsTheForcedOpening) {
+    // count_tokens must count the prompt a generation evaluates: with a forced choice that
+    // includes "</think>\n\n<tool_calls>\n" and, for a named tool, the invoke line.
+    ServerProcess s({}, json::array({kCallTail}));
+    const json anthropic_tool = {{"name", "get_weather"}, {"input_schema", {{"type", "object"}}}};
+    json m = {{"max_tokens", 50},
+              {"messages", {{{"role", "user"}, {"content", "weather?"}}}},
+              {"tools", {anthropic_tool}}};
+    auto count_of = [&](const json& req) {
+        auto c = post(s.url() + "/v1/messages/count_tokens", req);
+        EXPECT_EQ(c.status, 200) << c.body;
+        return c.json()["input_tokens"].get<int>();
+    };
+    const int plain = count_of(m);
+    m["tool_choice"] = {{"type", "auto"}};
+    EXPECT_EQ(count_of(m), plain);
+    m["tool_choice"] = {{"type", "any"}};
+    const int any = count_of(m);
+    EXPECT_GE(any, plain + 4);
+    m["tool_choice"] = {{"type", "tool"}, {"name", "get_weather"}};
+    const int named = count_of(m);
+    EXPECT_GE(named, any + 4);
+
+    auto a = post(s.url() + "/v1/messages", m);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(a.json()["stop_reason"], "tool_use") << a.body;
+    const json u = a.json()["usage"];
+    EXPECT_EQ(u["input_tokens"].get<int>() + u["cache_read_input_tokens"].get<int>() +
+                  u["cache_creation_input_tokens"].get<int>(),
+              named);
+
+    // A forced choice naming a tool not in tools is refused here too.
+    m["tool_choice"] = {{"type", "tool"}, {"name", "nope"}};
+    EXPECT_EQ(post(s.url() + "/v1/messages/count_tokens", m).status, 400);
+}
+
 // --- Item 2: usage ------------------------------------------------------------------------
 
 TEST(ServerUsage, ReasoningTokensAndAnthropicCacheAccounting) {

@@ -5,9 +5,10 @@
 const assert = require('node:assert/strict');
 const path = require('node:path');
 
-const [, , baseUrl, clientsDir] = process.argv;
+// Arguments after CLIENTS_DIR (a script's own choices) are `extra`.
+const [, , baseUrl, clientsDir, ...extra] = process.argv;
 if (!baseUrl || !clientsDir) {
-  console.error('usage: node SCRIPT http://127.0.0.1:PORT CLIENTS_DIR');
+  console.error('usage: node SCRIPT http://127.0.0.1:PORT CLIENTS_DIR [ARGS...]');
   process.exit(2);
 }
 
@@ -33,4 +34,4 @@ async function run(name, scenarios) {
   console.log(`${name}: ${n} scenarios passed`);
 }
 
-module.exports = { assert, baseUrl, load, expectedArgs, run };
+module.exports = { assert, baseUrl, clientsDir, extra, load, expectedArgs, run };
