@@ -165,6 +165,7 @@ void Scheduler::start(Slot& s) {
         keep = std::min(keep, n - 1);
         s.logits_ready = false;
         if (keep < s.seq->pos()) {
+            ++s.version;
             if (s.seq->can_rewind(keep)) {
                 s.seq->rewind(keep);
             } else {
@@ -194,38 +195,37 @@ int64_t Scheduler::load_from_disk(Slot& s, int64_t keep) {
         ++kv_refused_;
         std::fprintf(stderr, "ds4-server: kv cache: not using %s: %s\n", hit->file.c_str(), why.c_str());
     };
-    // Load into a scratch sequence first: the slot keeps its state if anything is off.
-    std::unique_ptr<model::Sequence> seq = model_.new_sequence(opt_.session.sequence());
+    // Loaded into the slot's own sequence (no second context-sized allocation): load_state
+    // leaves it unchanged on error; a refusal after loading clears it.
     std::vector<float> logits;
     try {
-        model_.load_state(entry->payload, *seq, &logits);
+        model_.load_state(entry->payload, *s.seq, &logits);
     } catch (const std::exception& e) {
         // Not this model's state (weights that differ behind an equal layout) or a payload
         // that does not parse: the file can never serve this model.
         disk_->discard(*hit, kvcache::Cause::foreign, std::string("the model refused its state: ") + e.what());
         return keep;
     }
-    const std::vector<int32_t>& cached = seq->tokens();
-    if (tok_.decode(cached) != entry->text) {
-        refuse("its tokens do not decode to its text");
-        return keep;
-    }
+    ++s.version;
+    s.logits_ready = false;
+    const std::vector<int32_t>& cached = s.seq->tokens();
+    auto drop = [&](const std::string& why) {
+        refuse(why);
+        s.seq->clear();
+        return int64_t(0);
+    };
+    if (tok_.decode(cached) != entry->text) return drop("its tokens do not decode to its text");
     // Equal bytes are not enough: a marker in one and look-alike user text in the other.
     const size_t text_bytes = entry->text.size();
-    if (control_tokens(tok_, cached) != control_tokens(tok_, job.prompt, text_bytes)) {
-        refuse("its control tokens differ from the prompt's");
-        return keep;
-    }
+    if (control_tokens(tok_, cached) != control_tokens(tok_, job.prompt, text_bytes))
+        return drop("its control tokens differ from the prompt's");
     std::vector<int32_t> prompt = cached;
     const auto rest = chat::tokenize_prompt(tok_, rendered_suffix(job.rendered, text_bytes));
     prompt.insert(prompt.end(), rest.begin(), rest.end());
-    if (int64_t(prompt.size()) >= ctx) {
-        refuse("the prompt it leaves does not fit");
-        return keep;
-    }
-    s.seq->assign(*seq);
+    if (int64_t(prompt.size()) >= ctx) return drop("the prompt it leaves does not fit");
     s.logits = std::move(logits);
     s.logits_ready = !s.logits.empty();
+    s.saved_version = s.version;  // the disk holds exactly this
     // The tool calls it knew, for exact replay of the calls this conversation made.
     if (tool_memory_)
         for (const auto& [id, block] : entry->tools) tool_memory_->put(id, block);
@@ -239,6 +239,7 @@ void Scheduler::save(Slot& s, kvcache::SaveReason reason) {
     if (!disk_ || !disk_->saving_enabled()) return;
     const std::vector<int32_t>& toks = s.seq->tokens();
     if (int64_t(toks.size()) < opt_.kv.policy.min_tokens) return;
+    if (s.saved_version == s.version) return;  // unchanged since its last checkpoint (or load)
     const auto t0 = clock_type::now();
     try {
         const std::string text = tok_.decode(toks);
@@ -250,6 +251,7 @@ void Scheduler::save(Slot& s, kvcache::SaveReason reason) {
                 if (text.find(block) != std::string::npos) tools.emplace_back(id, block);
         const kvcache::StoreMeta meta{.reason = reason, .tokens = int64_t(toks.size()), .ctx = opt_.session.ctx};
         if (disk_->store(text, payload, meta, tools)) {
+            s.saved_version = s.version;
             ++kv_saves_;
             kv_save_us_ += uint64_t(seconds_since(t0) * 1e6);
         }
@@ -366,12 +368,14 @@ bool Scheduler::step() {
         // error now (memory) fails this step's requests, whose slots start over.
         for (Slot* s : owners) {
             s->seq->clear();
+            ++s->version;
             s->logits_ready = false;
             fail(*s, std::string("evaluation failed: ") + e.what(), 500);
         }
         return true;
     }
     ++steps_;
+    for (Slot* s : owners) ++s->version;
     ++metrics_.batch_steps;
     metrics_.batch_rows += uint64_t(model::batch_rows(model::Batch(items.data(), items.size())));
     metrics_.batch_sequences += items.size();
@@ -412,7 +416,15 @@ void Scheduler::worker() {
             for (auto& sl : slots_)
                 if (sl.fresh) {
                     sl.fresh = false;
-                    start(sl);
+                    try {
+                        start(sl);
+                    } catch (const std::exception& e) {
+                        // This request only (e.g. memory for a checkpoint): its slot starts over.
+                        sl.seq->clear();
+                        ++sl.version;
+                        sl.logits_ready = false;
+                        fail(sl, std::string("cannot start: ") + e.what(), 500);
+                    }
                 }
             step();
         } catch (const std::exception& e) {
@@ -422,6 +434,7 @@ void Scheduler::worker() {
                 if (s.job) {
                     s.job->channel->close(500);
                     s.seq->clear();
+                    ++s.version;
                     s.logits_ready = false;
                     release(s);
                 }

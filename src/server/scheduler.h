@@ -94,6 +94,8 @@ private:
         uint64_t last_used = 0;         // step of the last request's end (LRU)
         int64_t last_prompt = 0;        // prompt length of the last request
         bool fresh = false;             // admitted, start() not yet run
+        uint64_t version = 0;           // changes whenever the sequence does...
+        uint64_t saved_version = UINT64_MAX;  // ...and this is its value at the last checkpoint
         int64_t store_at = 0;           // a cold checkpoint at this position (0: none)
         std::vector<std::string> tool_ids;  // tool-call ids of the conversation (history + replies)
         // The request on the slot (null: free).
