@@ -1,5 +1,5 @@
-// Loading real-sized and inconsistent files: the published Flash layout (as a sparse file)
-// loads and validates; a file whose metadata contradicts its tensors fails with a message
+// Loading real-sized and inconsistent files: the published Flash and PRO layouts (as sparse
+// files) load and validate; a file whose metadata contradicts its tensors fails with a message
 // naming the tensor; a 2-layer file with the real Flash dimensions and q2 types runs.
 #include <gtest/gtest.h>
 
@@ -40,6 +40,27 @@ TEST(ModelLoad, SparseFullFlashLayoutLoadsAndValidates) {
     EXPECT_EQ(m->weights().layers[10].down_exps.all.type, TensorType::Q2_K);
     EXPECT_EQ(m->weights().layers[10].q_b.type, TensorType::Q8_0);
     EXPECT_EQ(m->weights().layers[10].down_exps.expert(255).rows, 4096);
+}
+
+// spec/ARCHITECTURE.md §1.3: the full PRO layout (61 layers, 384 experts, 16 output groups,
+// ratio-128 hash layers) loads; nothing in the loader is pinned to the Flash shape.
+TEST(ModelLoad, SparseFullProLayoutLoadsAndValidates) {
+    oracle::TempDir dir;
+    const std::string path = generate(dir, "pro.gguf", {"--preset", "pro", "--sparse"});
+    auto m = Model::load(path);
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.n_layer, 61u);
+    EXPECT_EQ(c.n_embd, 7168u);
+    EXPECT_EQ(c.n_head, 128u);
+    EXPECT_EQ(c.o_groups, 16u);
+    EXPECT_EQ(c.n_expert, 384u);
+    EXPECT_EQ(c.expert_ff, 3072u);
+    EXPECT_EQ(c.indexer_top_k, 1024u);
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+    EXPECT_EQ(c.compress_ratios, ModelConfig::pro().compress_ratios);
+    EXPECT_EQ(m->weights().layers[60].gate_exps.all.type, TensorType::IQ2_XXS);
+    EXPECT_EQ(m->weights().layers[60].down_exps.expert(383).rows, 7168);
+    EXPECT_EQ(m->weights().layers[60].down_exps.expert(383).cols, 3072);
 }
 
 // Copies `src` to `dst` with one metadata value replaced.

@@ -23,12 +23,13 @@ namespace {
 
 struct Shape {
     const char* name;
-    std::vector<std::string> gen_args;  // ds4-gguf-gen flags on top of --preset tiny
+    std::vector<std::string> gen_args;  // ds4-gguf-gen flags on top of --preset <preset>
+    const char* preset = "tiny";
 };
 
 std::string make_model(const TempDir& dir, const Shape& s) {
     const std::string path = dir.file(std::string(s.name) + ".gguf");
-    std::vector<std::string> argv = {binary("ds4-gguf-gen"), "-q", "-o", path, "--preset", "tiny"};
+    std::vector<std::string> argv = {binary("ds4-gguf-gen"), "-q", "-o", path, "--preset", s.preset};
     argv.insert(argv.end(), s.gen_args.begin(), s.gen_args.end());
     const RunResult r = run_command(argv);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -114,7 +115,19 @@ INSTANTIATE_TEST_SUITE_P(
         Shape{"deep_small_window", {"--layers", "7", "--ratios", "0,4,4,128,0,128,4",
                                     "--hash-layers", "2", "--window", "8", "--experts", "16",
                                     "--experts-used", "4", "--indexer-heads", "16",
-                                    "--indexer-top-k", "16", "--seed", "3"}}),
+                                    "--indexer-top-k", "16", "--seed", "3"}},
+        // PRO reduced (spec/ARCHITECTURE.md §1.3): the preset's own pattern truncated to 5
+        // layers (ratios 128,128,4,128,4: hash-routed ratio-128 layers, no ratio-0 layer, so
+        // every layer runs compressed RoPE + YaRN), routed scale 2.5, 6 of 12 experts (PRO
+        // uses 6 of 384), 8 heads per output group, indexer top-k twice the tiny one; widths
+        // cut like tiny's (head_dim 96 != indexer_dim 64 for llama.cpp), all F32.
+        Shape{"pro_reduced", {"--layers", "5", "--embd", "256", "--vocab", "512", "--heads", "16",
+                              "--head-dim", "96", "--rope-dim", "32", "--q-rank", "96",
+                              "--o-rank", "64", "--o-groups", "2", "--experts", "12",
+                              "--ff", "96", "--window", "16", "--indexer-heads", "16",
+                              "--indexer-dim", "64", "--indexer-top-k", "8", "--ctx", "4096",
+                              "--type", "all=f32", "--seed", "11"},
+              "pro"}),
     [](const ::testing::TestParamInfo<Shape>& i) { return std::string(i.param.name); });
 
 }  // namespace

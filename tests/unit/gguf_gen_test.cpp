@@ -242,6 +242,43 @@ TEST_F(GgufGen, SparseFlashHasTheRealSizeAndNoData) {
         EXPECT_EQ(f->tensor(s.name).type, q2.of(s.cls)) << s.name;
 }
 
+TEST_F(GgufGen, SparsePro_HasTheRealShapeAndNoData) {
+    // spec/ARCHITECTURE.md §1.3: the full 61-layer PRO file, holes instead of data.
+    const std::string path = make("pro.gguf", "--preset pro --sparse");
+    struct stat sb {};
+    ASSERT_EQ(stat(path.c_str(), &sb), 0);
+    EXPECT_NEAR(double(sb.st_size) / double(1ull << 30), 432.71, 0.01);  // ds4-gguf-gen --help states it
+    EXPECT_LT(uint64_t(sb.st_blocks) * 512, 64ull << 20) << "not sparse";
+    auto f = gguf::File::open(path);
+    const ModelConfig c = ModelConfig::from_gguf(*f);
+    EXPECT_EQ(c.n_layer, 61u);
+    EXPECT_EQ(c.compress_ratios, ModelConfig::pro().compress_ratios);
+    EXPECT_EQ(c.n_expert, 384u);
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+    EXPECT_EQ(f->tensor("blk.0.ffn_gate_exps.weight").shape_string(), "[7168, 3072, 384]");
+    EXPECT_EQ(f->tensor("blk.60.ffn_down_exps.weight").shape_string(), "[3072, 7168, 384]");
+    EXPECT_EQ(f->tensor("blk.0.attn_q_b.weight").shape_string(), "[1536, 65536]");
+    EXPECT_EQ(f->tensor("blk.0.attn_output_b.weight").shape_string(), "[16384, 7168]");
+    EXPECT_EQ(f->tensor("blk.0.hc_attn_fn.weight").shape_string(), "[28672, 24]");
+    // Layers 0 and 1 are ratio 128: a compressor but no indexer; layer 2 has both.
+    EXPECT_NO_THROW(f->tensor("blk.0.attn_compressor_ape.weight"));
+    EXPECT_EQ(f->find_tensor("blk.0.indexer.proj.weight"), nullptr);
+    EXPECT_NE(f->find_tensor("blk.2.indexer.proj.weight"), nullptr);
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
+}
+
+TEST_F(GgufGen, ProLayersKeepThePatternAndTheWidths) {
+    const std::string path = make("p4.gguf", "--preset pro --sparse --layers 4");
+    auto f = gguf::File::open(path);
+    const ModelConfig c = ModelConfig::from_gguf(*f);
+    EXPECT_EQ(c.compress_ratios, (std::vector<uint32_t>{128, 128, 4, 128}));
+    EXPECT_EQ(c.n_hash_layers, 3u);
+    EXPECT_EQ(c.indexer_top_k, 1024u);
+    EXPECT_EQ(f->tensor("blk.2.ffn_gate_tid2eid.weight").shape_string(), "[6, 129280]");
+    EXPECT_EQ(f->tensor("blk.3.exp_probs_b.bias").shape_string(), "[384]");
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
+}
+
 TEST_F(GgufGen, FlashShapeIsTheRealPerLayerShape) {
     // --preset flash with small overrides: the real per-layer dims are kept (sparse, so the
     // test writes no data).

@@ -101,6 +101,23 @@ TEST(GgufInspectCli, GeneratedModelShowsTheDerivedConfiguration) {
     expect_has(r.out, "the engine can run this file");
 }
 
+// The full-size PRO shape (spec/ARCHITECTURE.md §1.3) as a sparse file: --inspect reads it
+// without touching the holes and reports the PRO configuration as runnable.
+TEST(GgufInspectCli, SparseFullProFileIsReported) {
+    ScratchDir dir;
+    const std::string path = dir.file("pro.gguf");
+    const std::string gen =
+        std::string(DS4_BIN_DIR) + "/ds4-gguf-gen -q --preset pro --sparse -o '" + path + "'";
+    ASSERT_EQ(std::system(gen.c_str()), 0);
+    const CliRun r = ds4(dir, "-m '" + path + "' --inspect");
+    EXPECT_EQ(r.code, 0) << r.err;
+    expect_has(r.out, "derived configuration (deepseek4):");
+    expect_has(r.out, "compress ratios: 128,128,4,128,4,128,");
+    expect_has(r.out, "[7168, 3072, 384]");
+    expect_has(r.out, "blk.60.ffn_down_exps.weight");
+    expect_has(r.out, "the engine can run this file");
+}
+
 TEST(GgufInspectCli, BrokenFileIsOneLineAndExitCodeOne) {
     ScratchDir dir;
     const std::string path = write_model(dir);

@@ -81,6 +81,53 @@ TEST(ModelConfig, FlashRatioScheduleMatchesSpec) {
     EXPECT_NO_THROW(c.validate());
 }
 
+// spec/ARCHITECTURE.md §1.3: the PRO values, none of which the loader may reject.
+TEST(ModelConfig, ProShapeMatchesSpecAndRoundTrips) {
+    const ModelConfig c = ModelConfig::pro();
+    EXPECT_NO_THROW(c.validate());
+    EXPECT_EQ(c.n_layer, 61u);
+    EXPECT_EQ(c.n_embd, 7168u);
+    EXPECT_EQ(c.n_head, 128u);
+    EXPECT_EQ(c.o_groups, 16u);
+    EXPECT_EQ(c.q_lora_rank, 1536u);
+    EXPECT_EQ(c.n_expert, 384u);
+    EXPECT_EQ(c.expert_ff, 3072u);
+    EXPECT_EQ(c.indexer_top_k, 1024u);
+    EXPECT_EQ(c.n_hash_layers, 3u);
+    EXPECT_FLOAT_EQ(c.expert_weights_scale, 2.5f);
+    EXPECT_EQ(c.hc_dim(), 28672u);
+    // 128,128 then 4 on even and 128 on odd layers: 30 ratio-4, 31 ratio-128, no ratio 0.
+    ASSERT_EQ(c.compress_ratios.size(), 61u);
+    EXPECT_EQ(c.compress_ratios[0], 128u);
+    EXPECT_EQ(c.compress_ratios[1], 128u);
+    EXPECT_EQ(c.compress_ratios[2], 4u);
+    EXPECT_EQ(c.compress_ratios[59], 128u);
+    EXPECT_EQ(c.compress_ratios[60], 4u);
+    EXPECT_EQ(std::count(c.compress_ratios.begin(), c.compress_ratios.end(), 4u), 30);
+    EXPECT_EQ(std::count(c.compress_ratios.begin(), c.compress_ratios.end(), 128u), 31);
+    EXPECT_EQ(std::count(c.compress_ratios.begin(), c.compress_ratios.end(), 0u), 0);
+
+    // Every PRO value survives the metadata: nothing in from_gguf() is pinned to Flash.
+    test::ScratchDir dir;
+    auto f = write_open(dir, c.metadata());
+    const ModelConfig r = ModelConfig::from_gguf(*f);
+    EXPECT_EQ(r.compress_ratios, c.compress_ratios);
+    EXPECT_EQ(r.n_layer, 61u);
+    EXPECT_EQ(r.n_embd, 7168u);
+    EXPECT_EQ(r.n_head, 128u);
+    EXPECT_EQ(r.o_groups, 16u);
+    EXPECT_EQ(r.q_lora_rank, 1536u);
+    EXPECT_EQ(r.expert_ff, 3072u);
+    EXPECT_EQ(r.indexer_top_k, 1024u);
+    EXPECT_EQ(r.n_expert, 384u);
+    EXPECT_FLOAT_EQ(r.expert_weights_scale, 2.5f);
+
+    // Truncating keeps the PRO pattern (what `ds4-gguf-gen --preset pro --layers N` writes).
+    ModelConfig t = c;
+    t.set_layer_count(5, ModelConfig::pro_ratio);
+    EXPECT_EQ(t.compress_ratios, (std::vector<uint32_t>{128, 128, 4, 128, 4}));
+}
+
 TEST(ModelConfig, MetadataIsThePublishedKeySet) {
     const KV kv = ModelConfig::flash().metadata();
     std::set<std::string> keys;

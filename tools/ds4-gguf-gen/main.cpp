@@ -26,6 +26,12 @@ constexpr const char* kFooter = R"(Presets (individual flags override them):
          the published q2 recipe: iq2_xxs gate/up, q2_k down, q8_0 dense/shared/output, f16
          embd/hc/compressor/indexer/router. With --sparse and no --layers: the full 43-layer
          file (~80.8 GiB apparent size) with holes instead of tensor data.
+  pro    the real DeepSeek-V4-Pro shape (docs/spec/ARCHITECTURE.md 1.3): 61 layers, n_embd
+         7168, 128 heads x 512 in 16 output groups, q_rank 1536, 384 experts x 3072 (6 used),
+         indexer 64 x 128 top-k 1024, routed scale 2.5, vocab 129280, ratios 128,128,4,128,
+         4,...,4 (no ratio-0 layer) truncated to --layers (default 61); the same q2 recipe
+         as flash. With --sparse and no --layers: the full 61-layer file (~432.7 GiB
+         apparent size) with holes instead of tensor data.
 
 Tensor classes for --type CLASS=TYPE (repeatable, applied in order):
   all           every class below
@@ -84,7 +90,7 @@ int main(int argc, char** argv) {
     int threads = 0;
     std::vector<std::string> types;
     app.add_option("-o,--output", out, "output file")->required();
-    app.add_option("--preset", preset, "tiny | small | flash")->capture_default_str();
+    app.add_option("--preset", preset, "tiny | small | flash | pro")->capture_default_str();
     app.add_option("--seed", seed, "random seed")->capture_default_str();
 
     struct U32Flag {
@@ -141,7 +147,7 @@ int main(int argc, char** argv) {
         if (ratios_opt->count()) ov.ratios = parse_ratios(ratios);
         ov.types = types;
 
-        // --preset flash --sparse without --layers: the full published shape.
+        // --preset flash|pro --sparse without --layers: the full published shape.
         ds4::gen::GenPlan plan = ds4::gen::make_plan(preset, ov, seed, real_vocab, sparse);
         if (threads > 0) plan.threads = threads;
         plan.exact_quant = exact_quant;

@@ -34,7 +34,7 @@ struct GenPlan {
     int threads = 1;
 };
 
-// Known presets: "tiny", "small", "flash".
+// Known presets: "tiny", "small", "flash", "pro".
 const std::vector<std::string>& preset_names();
 
 // Preset + overrides -> validated plan. Errors (unknown preset/class/type, an inconsistent

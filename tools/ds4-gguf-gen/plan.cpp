@@ -14,7 +14,7 @@ using deepseek4::TensorClass;
 using deepseek4::TypeRecipe;
 
 const std::vector<std::string>& preset_names() {
-    static const std::vector<std::string> names = {"tiny", "small", "flash"};
+    static const std::vector<std::string> names = {"tiny", "small", "flash", "pro"};
     return names;
 }
 
@@ -123,13 +123,21 @@ GenPlan make_plan(const std::string& preset, const Overrides& ov, uint64_t seed,
         c = ModelConfig::flash();
         c.name = "ds4-gguf-gen flash";
         p.types = TypeRecipe::flash_q2();
+    } else if (preset == "pro") {
+        // spec/ARCHITECTURE.md §1.3. No PRO q2 recipe is specified; the Flash q2 one fits every
+        // PRO row (7168, 1536, 3072 and 16384 are multiples of 256).
+        c = ModelConfig::pro();
+        c.name = "ds4-gguf-gen pro";
+        p.types = TypeRecipe::flash_q2();
     } else {
-        fail("unknown preset '{}' (tiny, small, flash)", preset);
+        fail("unknown preset '{}' (tiny, small, flash, pro)", preset);
     }
 
     if (ov.layers) {
         if (*ov.layers == 0) fail("--layers must be >= 1");
-        c.set_layer_count(*ov.layers);
+        // Truncating keeps the preset's own ratio pattern (PRO starts 128,128,4,…).
+        c.set_layer_count(*ov.layers, preset == "pro" ? ModelConfig::pro_ratio
+                                                      : ModelConfig::flash_ratio);
     }
     if (ov.ratios) {
         const auto& r = *ov.ratios;

@@ -20,15 +20,36 @@ ModelConfig ModelConfig::flash() {
     return c;
 }
 
+// spec/ARCHITECTURE.md §1.3 (the PRO column). Everything not listed there is Flash's value.
+ModelConfig ModelConfig::pro() {
+    ModelConfig c;
+    c.name = "DeepSeek-V4-Pro";
+    c.n_embd = 7168;
+    c.n_head = 128;
+    c.q_lora_rank = 1536;
+    c.o_groups = 16;  // 8 heads per group, as in Flash
+    c.indexer_top_k = 1024;
+    c.n_expert = 384;
+    c.expert_ff = 3072;
+    c.expert_weights_scale = 2.5f;
+    c.set_layer_count(61, pro_ratio);
+    return c;
+}
+
 uint32_t ModelConfig::flash_ratio(uint32_t layer) {
     if (layer < 2) return 0;
     return layer % 2 == 0 ? 4 : 128;
 }
 
-void ModelConfig::set_layer_count(uint32_t n) {
+uint32_t ModelConfig::pro_ratio(uint32_t layer) {
+    if (layer < 2) return 128;
+    return layer % 2 == 0 ? 4 : 128;
+}
+
+void ModelConfig::set_layer_count(uint32_t n, RatioSchedule schedule) {
     n_layer = n;
     compress_ratios.resize(n);
-    for (uint32_t i = 0; i < n; ++i) compress_ratios[i] = flash_ratio(i);
+    for (uint32_t i = 0; i < n; ++i) compress_ratios[i] = schedule(i);
     const float clamp = swiglu_clamp_exp.empty() ? 10.0f : swiglu_clamp_exp[0];
     const float clamp_sh = swiglu_clamp_shexp.empty() ? clamp : swiglu_clamp_shexp[0];
     swiglu_clamp_exp.assign(n, clamp);

@@ -90,12 +90,19 @@ struct ModelConfig {
 
     // The published Flash configuration (§1.1): 43 layers, ratio schedule 0,0,4,128,4,…,4.
     static ModelConfig flash();
-    // The Flash ratio schedule for layer i (0 for i < 2, then 4 for even and 128 for odd
-    // layers), usable for any layer count.
+    // The published V4 PRO configuration (spec/ARCHITECTURE.md §1.3): 61 layers, 7168 wide,
+    // 128 heads in 16 groups, 384 experts x 3072, indexer top-k 1024, routed scale 2.5,
+    // ratio schedule 128,128,4,128,4,…,4.
+    static ModelConfig pro();
+    // A per-layer ratio schedule, usable for any layer count.
+    using RatioSchedule = uint32_t (*)(uint32_t layer);
+    // Flash: 0 for i < 2, then 4 for even and 128 for odd layers.
     static uint32_t flash_ratio(uint32_t layer);
-    // Sets n_layer and resizes the per-layer arrays: ratios follow flash_ratio(), clamps keep
+    // PRO: 128 for i < 2, then 4 for even and 128 for odd layers (no ratio-0 trunk layer).
+    static uint32_t pro_ratio(uint32_t layer);
+    // Sets n_layer and resizes the per-layer arrays: ratios follow `schedule`, clamps keep
     // the value of layer 0 (10 when empty).
-    void set_layer_count(uint32_t n);
+    void set_layer_count(uint32_t n, RatioSchedule schedule = flash_ratio);
 
     uint32_t compress_ratio(uint32_t layer) const { return compress_ratios.at(layer); }
     bool is_hash_layer(uint32_t layer) const { return layer < n_hash_layers; }
