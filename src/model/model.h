@@ -42,8 +42,8 @@ struct ModelInfo {
     int64_t hidden_size = 0;    // floats per row of the hidden state between layers
     uint64_t trained_ctx = 0;   // the context length the model was trained for
     LayerRange range;
-    // XXH3-128 of the model's metadata (every key/value but general.*): equal for every range
-    // of one model and for its split files.
+    // XXH3-128 of the model's metadata (every key/value but general.* and the range a split
+    // file records, ds4.split.layers): equal for every range of one model and its split files.
     std::array<uint8_t, 16> metadata_hash{};
 };
 

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "gguf/reader.h"
+#include "model/deepseek4/split.h"
 #include "quant/quant.h"
 
 namespace ds4::deepseek4 {
@@ -197,10 +198,16 @@ void validate_tensors(const gguf::File& f, const ModelConfig& cfg, const model::
         expected.insert(s.name);
         if (!in_range(s, range)) continue;
         const gguf::TensorInfo* t = f.find_tensor(s.name);
-        if (!t)
-            fail("{}: tensor {} missing (expected shape {}, class {}{})", f.path(), s.name,
+        if (!t) {
+            // A split file says which range it holds: the usual cause is opening it for another.
+            const auto held = split_layers(f);
+            fail("{}: tensor {} missing (expected shape {}, class {}{}){}", f.path(), s.name,
                  shape_str(s.ne), tensor_class_name(s.cls),
-                 range.whole(cfg.n_layer) ? "" : ", needed by layers " + range.str());
+                 range.whole(cfg.n_layer) ? "" : ", needed by layers " + range.str(),
+                 held ? "; this split file holds layers " + *held + " only: open it with --layers " +
+                            *held + " (or a range inside it)"
+                      : "");
+        }
         const std::vector<int64_t> got(t->ne.begin(), t->ne.begin() + t->n_dims);
         if (got != s.ne)
             fail("{}: tensor {}: shape {} expected {}", f.path(), s.name, shape_str(got),

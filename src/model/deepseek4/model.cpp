@@ -13,6 +13,7 @@
 #include "model/deepseek4/forward.h"
 #include "model/deepseek4/layout.h"
 #include "model/deepseek4/sequence.h"
+#include "model/deepseek4/split.h"
 
 namespace ds4::deepseek4 {
 namespace {
@@ -48,11 +49,13 @@ struct Hasher {
     std::array<uint8_t, 16> done() { return digest(st); }
 };
 
-// Every metadata key but general.* (names, authors, split markers: not the model's math).
+// Every metadata key but general.* (names, authors, split markers: not the model's math) and
+// the range a split file records (a split file is the same model: states stay compatible).
 std::array<uint8_t, 16> metadata_hash(const gguf::File& f) {
     Hasher h;
     for (const auto& [k, v] : f.metadata()) {
         if (k.rfind("general.", 0) == 0 && k != "general.architecture") continue;
+        if (k == kSplitLayersKey) continue;
         h.str(k);
         h.pod(uint32_t(v.type));
         if (v.is_array()) {
@@ -165,8 +168,15 @@ void Model::set_expert_source(std::shared_ptr<model::ExpertSource> source) {
 
 std::string describe(const gguf::File& f) {
     const ModelConfig c = ModelConfig::from_gguf(f);
-    validate_tensors(f, c);
+    // A split file is checked (and runs) for the range it records.
+    const auto held = split_layers(f);
+    const model::LayerRange range = model::LayerRange::parse(held.value_or(""), c.n_layer);
+    validate_tensors(f, c, range);
     std::string out = "derived configuration (deepseek4):\n";
+    if (held)
+        out += fmt::format("  split file: holds layers {} of {} ({}{}); open it with --layers {}\n",
+                           range.str(), c.n_layer, range.embedding() ? "with the token embedding" : "no token embedding",
+                           range.output ? ", with the output head" : ", no output head", range.str());
     out += fmt::format("  layers {}, n_embd {}, vocab {}, hc streams {} (sinkhorn {})\n", c.n_layer,
                        c.n_embd, c.n_vocab, c.hc, c.sinkhorn_iters);
     out += fmt::format("  attention: {} heads x {} (rope {}), q rank {}, output {} groups x {}, window {}\n",
@@ -176,12 +186,16 @@ std::string describe(const gguf::File& f) {
                        c.n_expert, c.n_expert_used, c.n_expert_shared, c.expert_ff, c.n_hash_layers,
                        double(c.expert_weights_scale));
     std::string ratios;
-    for (uint32_t r : c.compress_ratios) ratios += (ratios.empty() ? "" : ",") + std::to_string(r);
+    for (uint32_t r : c.compress_ratios) {
+        if (!ratios.empty()) ratios += ',';
+        ratios += std::to_string(r);  // two appends: g++ 12 warns (-Wrestrict) on "," + string
+    }
     out += fmt::format("  compress ratios: {}\n", ratios);
     out += fmt::format("  rope base {:g}; compressed layers base {:g} + YaRN x{:g} (orig ctx {})\n",
                        double(c.rope_base), double(c.compress_rope_base), double(c.yarn_factor),
                        c.yarn_orig_ctx);
-    out += "  every tensor matches the layout: the engine can run this file\n";
+    out += held ? fmt::format("  every tensor of layers {} matches the layout: the engine can run this range\n", range.str())
+                : "  every tensor matches the layout: the engine can run this file\n";
     return out;
 }
 
