@@ -39,6 +39,10 @@ PROBES = [
     ("kvcache", "gguf/reader.h", False),
     ("kvcache", "model/model.h", False),
     ("engine", "kvcache/disk_cache.h", False),
+    ("dist", "common/error.h", True),
+    ("dist", "gguf/reader.h", False),
+    ("dist", "model/model.h", False),
+    ("server", "dist/protocol.h", False),
 ]
 
 
