@@ -63,7 +63,7 @@ inline constexpr size_t kTelemetryBytes = 10 * 4;
 inline constexpr size_t kSnapshotSaveReqBytes = 10 * 4;
 inline constexpr size_t kSnapshotBeginFixedBytes = 15 * 4;
 inline constexpr size_t kSnapshotChunkFixedBytes = 3 * 4;
-inline constexpr size_t kSnapshotDoneFixedBytes = 3 * 4;
+inline constexpr size_t kSnapshotDoneFixedBytes = 4 * 4;
 
 // WORK flags.
 inline constexpr uint32_t kWorkInputHc = 0x1;       // a hidden state is attached
