@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -437,6 +440,45 @@ TEST(DistProtocol, SnapshotChecks) {
     SnapshotBegin mismatch = sample_begin();
     mismatch.req.token_count = 4;
     EXPECT_THROW(encode(mismatch), ProtocolError);
+}
+
+// The seeds of fuzz/corpus/dist_frame are written field by field by fuzz/make_dist_corpus.py
+// from the frame table, not by our encoder: every valid one must decode and re-encode to the
+// same bytes, and the broken ones must fail.
+TEST(DistProtocol, IndependentlyWrittenSeedsDecodeAndReencodeExactly) {
+    const std::filesystem::path dir = std::filesystem::path(DS4_SOURCE_DIR) / "fuzz/corpus/dist_frame";
+    size_t valid = 0, broken = 0;
+    for (const char* name : {"hello.bin", "hello_no_output.bin", "error.bin", "error_empty.bin", "work_hc16.bin",
+                             "work_tokens_only.bin", "work_hc8_one_hop.bin", "result_logits.bin", "result_ack.bin",
+                             "result_hidden8.bin", "snapshot_save_req.bin", "snapshot_begin.bin",
+                             "snapshot_chunk.bin", "snapshot_done.bin", "snapshot_load_begin.bin", "stream.bin"}) {
+        SCOPED_TRACE(name);
+        std::ifstream in(dir / name, std::ios::binary);
+        ASSERT_TRUE(in) << "missing seed";
+        const Bytes stream{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        Bytes again;
+        for (const Frame& f : read_all(stream)) {
+            const Bytes e = encode_any(decode(f));
+            again.insert(again.end(), e.begin(), e.end());
+        }
+        EXPECT_EQ(again, stream);
+        ++valid;
+    }
+    for (const char* name : {"bad_magic.bin", "bad_type.bin", "work_bad_token_bytes.bin"}) {
+        SCOPED_TRACE(name);
+        std::ifstream in(dir / name, std::ios::binary);
+        ASSERT_TRUE(in) << "missing seed";
+        const Bytes stream{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        EXPECT_THROW(
+            {
+                FrameReader r;
+                for (const Frame& f : r.feed(stream)) decode(f);
+            },
+            ProtocolError);
+        ++broken;
+    }
+    EXPECT_EQ(valid, 16u);
+    EXPECT_EQ(broken, 3u);
 }
 
 }  // namespace

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of fuzz/dist_frame_fuzz.cpp into fuzz/corpus/dist_frame/: byte streams
+of the pipeline wire protocol (docs/DISTRIBUTED.md, PRODUCT.md §7.2) built field by field from
+the frame table, independently of our C++ encoder: a valid frame of each of the nine types (some
+types twice), a stream of several frames, and a few broken ones. Re-running rewrites the seeds
+with identical bytes; inputs the fuzzer found (crash-*, kept after the fix) are left alone.
+
+  fuzz/make_dist_corpus.py [OUT_DIR]
+"""
+import os
+import struct
+import sys
+
+MAGIC = 0x44533444
+
+
+def u32(*vs):
+    return struct.pack(">" + "I" * len(vs), *[v & 0xFFFFFFFF for v in vs])
+
+
+def u64(v):
+    return u32(v >> 32, v)
+
+
+def frame(typ, payload):
+    return u32(MAGIC, typ, len(payload)) + payload
+
+
+def tokens(ts):
+    return b"".join(u32(t) for t in ts)
+
+
+def hello(name=b"deepseek-v4-flash", start=22, end=42, out=1, hidden=1, port=7001):
+    return frame(1, u32(3, 4, start, end, out, hidden, 65536, 43, port, len(name)) + name)
+
+
+def route(entries, ret=True):
+    b = b""
+    for host, port, start, end, flags in entries:
+        b += u32(len(host), port, start, end, flags) + host
+    if ret:
+        b += u32(1, 0, 0)
+    return b
+
+
+def work(toks, hc=b"", bits=0, flags=0, entries=(), ret=True, index=0, pos0=0):
+    blob = route(entries, ret) if entries or ret else b""
+    fixed = (u32(3) + u64(0x0123456789ABCDEF) + u64(77) + u64(0x1111222233334444) + u64(0x5555666677778888) +
+             u32(pos0, len(toks), 0, 20, flags, 4 * len(toks), len(hc), bits, len(entries), index, len(blob)))
+    return frame(3, fixed + tokens(toks) + hc + blob)
+
+
+def telemetry(*vs):
+    return u32(*vs)
+
+
+def result(kind, bits, payload, tele=()):
+    t = b"".join(tele)
+    return frame(4, u64(77) + u64(0xE743DA0EA4B4B930) + u32(0, kind, len(tele), len(t), len(payload), bits) + t + payload)
+
+
+def save_req_fields(count=3):
+    return u32(3) + u64(0xAAAABBBBCCCCDDDD) + u64(78) + u64(0x14650FB0739D0383) + u32(count, 0, 20)
+
+
+def begin(typ, toks, message=b"", payload=0x123456789, status=0):
+    return frame(typ, save_req_fields(len(toks)) + u64(payload) + u32(status, 4 * len(toks), len(message)) +
+                 tokens(toks) + message)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "dist_frame")
+    os.makedirs(out, exist_ok=True)
+    two_hops = [(b"10.0.0.2", 7001, 10, 20, 0), (b"worker-c.local", 7002, 21, 42, 1)]
+    seeds = {
+        "hello.bin": hello(),
+        "hello_no_output.bin": hello(b"x", 0, 21, 0, 1, 65535),
+        "error.bin": frame(2, b"worker KV prefix hash mismatch"),
+        "error_empty.bin": frame(2, b""),
+        "work_hc16.bin": work([7, -1, 256], bytes(range(48)), 16, 0x3, two_hops),
+        "work_tokens_only.bin": work([1], flags=0xC, ret=False),
+        "work_hc8_one_hop.bin": work([5, 6], bytes(8), 8, 0x1, two_hops[1:], pos0=100),
+        "result_logits.bin": result(2, 32, bytes(range(64)),
+                                    [telemetry(10, 20, 0, 16, 3, 1500, 20000, 35, 192, 48),
+                                     telemetry(21, 42, 1, 16, 3, 1800, 0, 0, 48, 512)]),
+        "result_ack.bin": result(0, 0, b""),
+        "result_hidden8.bin": result(1, 8, bytes(33)),
+        "snapshot_save_req.bin": frame(5, save_req_fields()),
+        "snapshot_begin.bin": begin(6, [1, 2, -3], b"ok"),
+        "snapshot_chunk.bin": frame(7, u64(78) + u32(100) + bytes(range(100))),
+        "snapshot_done.bin": frame(8, u64(78) + u32(5, 9) + b"disk full"),
+        "snapshot_load_begin.bin": begin(9, [4, 5]),
+        # Broken: bad magic, a type out of range, token_bytes that disagree, a truncated frame.
+        "bad_magic.bin": u32(0x44533445, 2, 1) + b"x",
+        "bad_type.bin": u32(MAGIC, 10, 0),
+        "truncated.bin": hello()[:-3],
+    }
+    bad_tokens = bytearray(work([1, 2]))
+    bad_tokens[12 + 4 * 14:12 + 4 * 15] = u32(12)
+    seeds["work_bad_token_bytes.bin"] = bytes(bad_tokens)
+    seeds["stream.bin"] = (hello() + work([7, 8], bytes(16), 32, 0x1, two_hops) + result(0, 0, b"") +
+                           frame(7, u64(1) + u32(0)) + frame(8, u64(1) + u32(0, 0)))
+    for name, data in seeds.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()
