@@ -275,7 +275,9 @@ FrameHeader decode_header(std::span<const uint8_t, kHeaderBytes> header, uint32_
 // Splits a byte stream into frames as the bytes arrive, in pieces of any size. A frame's
 // payload is buffered only after its header passed decode_header, and grows with the bytes
 // actually received, never to the declared size up front. A partial frame yields nothing and
-// no error. After a ProtocolError the stream is out of step: every later feed() throws too.
+// no error. After a ProtocolError the stream is out of step: every later feed() throws too, and
+// frames the failing call had completed before the bad header are dropped with it (the
+// connection is to be closed anyway).
 class FrameReader {
 public:
     explicit FrameReader(uint32_t max_payload = kDefaultMaxPayload) : max_payload_(max_payload) {}
