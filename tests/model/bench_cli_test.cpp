@@ -253,7 +253,7 @@ TEST_F(BenchCli, PlotScriptWritesAValidSvg) {
     const std::string csv = dir_.file("out.csv");
     ASSERT_EQ(bench({"--token-ids", ids_file_, "--ctx-start", "16", "--ctx-max", "64",
                      "--step-incr", "16", "--gen-tokens", "2", "--csv", csv}).exit_code, 0);
-    const auto root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+    const auto root = std::filesystem::path(DS4_SOURCE_DIR);
     const std::string script = (root / "bench" / "plot_speed.py").string();
     const std::string svg = dir_.file("out.svg");
     const auto r = run_command({"python3", script, csv, "--title", "tiny <test>", "-o", svg});

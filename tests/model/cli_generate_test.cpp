@@ -26,7 +26,7 @@ namespace ds4::deepseek4 {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kDataDir = fs::path(__FILE__).parent_path().parent_path() / "data" / "tokenizer";
+const fs::path kDataDir = fs::path(DS4_SOURCE_DIR) / "tests" / "data" / "tokenizer";
 
 std::string read_file(const std::string& p) {
     std::ifstream in(p, std::ios::binary);

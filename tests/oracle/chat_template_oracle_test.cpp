@@ -18,7 +18,7 @@ using ds4::chat::test::ojson;
 
 namespace {
 
-const std::filesystem::path kHere = std::filesystem::path(__FILE__).parent_path();
+const std::filesystem::path kHere = std::filesystem::path(DS4_SOURCE_DIR) / "tests" / "oracle";
 const std::filesystem::path kData = kHere / ".." / "data" / "chat";
 
 // Runs the JS reference on a cases file; returns its [{name, text}] output.

@@ -176,7 +176,7 @@ TEST_F(GgufGgml, WriterOutputLoadsInGgml) {
 
 TEST_F(GgufGgml, CorpusJudgedAlike) {
     const fs::path src =
-        fs::path(__FILE__).parent_path() / ".." / ".." / "fuzz" / "corpus" / "gguf";
+        fs::path(DS4_SOURCE_DIR) / "fuzz" / "corpus" / "gguf";
     size_t n = 0;
     for (const auto& e : fs::directory_iterator(src)) {
         const std::string name = e.path().filename().string();

@@ -30,7 +30,7 @@ using oracle::run_command;
 using tokenizer::Special;
 using tokenizer::Tokenizer;
 
-const fs::path kSourceDir = fs::path(__FILE__).parent_path();
+const fs::path kSourceDir = fs::path(DS4_SOURCE_DIR) / "tests" / "oracle";
 const fs::path kDataDir = kSourceDir.parent_path() / "data" / "tokenizer";
 const fs::path kPackageDir = fs::path(DS4_ORACLE_BIN).parent_path() / "tokenizer";
 
