@@ -73,6 +73,7 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
                  gguf::File::kCopyHelp)
         ->group("Evaluation");
+    streaming::add_flags(app, o.streaming, "SSD streaming");
     auto* prompt = app.add_option("-p,--prompt", o.prompt, "Prompt text (one-shot; without it: interactive chat)")->option_text("TEXT");
     auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
                             ->option_text("FILE");
@@ -132,6 +133,13 @@ ParseResult parse_options(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         r.exit_code = app.exit(e);
+        return r;
+    }
+    try {
+        streaming::check(o.streaming);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "ds4: %s\n", e.what());
+        r.exit_code = 2;
         return r;
     }
     o.model_given = model->count() > 0;

@@ -1,0 +1,105 @@
+// SSD streaming of routed experts (docs/SSD_STREAMING.md): an ExpertSource with a fixed number
+// of slots, each holding one (layer, expert)'s gate, up and down bytes exactly as the file
+// stores them, so the kernels run on them unchanged. prepare() reads the missing experts of a
+// layer with pread, in parallel over a small I/O thread pool (optionally with O_DIRECT), into
+// slots chosen by SlotPolicy; the file mapping is never used for experts.
+//
+//   auto m = model::open(path, {.threads = 2, .stream_experts = true});
+//   auto cache = std::make_shared<streaming::ExpertCache>(m->expert_layout(), {.slots = 64});
+//   m->set_expert_source(cache);
+//
+// A read that fails (the file shrank, an I/O error) throws ds4::Error naming the file, the
+// layer and the expert; the slot is left free.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "model/expert_source.h"
+#include "streaming/slot_policy.h"
+
+namespace ds4::streaming {
+
+struct CacheOptions {
+    int64_t slots = 0;        // >= 1
+    int io_threads = 4;       // parallel reads of one layer's misses (>= 1)
+    bool direct = false;      // O_DIRECT reads (bypass the page cache); buffered if refused
+};
+
+struct CacheStats {
+    uint64_t hits = 0, misses = 0, evictions = 0;
+    uint64_t bytes_read = 0;
+    double read_seconds = 0;      // wall time prepare() waited for reads
+    int64_t max_occupied = 0;     // most slots ever holding an expert (<= slots)
+    uint64_t prepares = 0;
+    double hit_rate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
+};
+
+// Runs tasks on a few threads that sleep when idle (reads wait on the disk, not the CPU).
+class IoPool {
+public:
+    explicit IoPool(int threads);
+    ~IoPool();
+    // Runs fn(0..n-1) over the pool and the calling thread; returns when all are done.
+    void run(int64_t n, const std::function<void(int64_t)>& fn);
+
+private:
+    void worker();
+    std::vector<std::thread> threads_;
+    std::mutex mu_;
+    std::condition_variable cv_, done_cv_;
+    const std::function<void(int64_t)>* fn_ = nullptr;
+    int64_t n_ = 0, next_ = 0, running_ = 0;
+    uint64_t generation_ = 0;
+    bool stop_ = false;
+};
+
+class ExpertCache final : public model::ExpertSource {
+public:
+    ExpertCache(model::ExpertFileLayout layout, const CacheOptions& opt);
+    ~ExpertCache() override;
+
+    // model::ExpertSource
+    void prepare(uint32_t layer, std::span<const int32_t> experts, std::span<const int32_t> rows) override;
+    model::ExpertWeights expert(uint32_t layer, int32_t e) const override;
+    void release(uint32_t layer) override;
+    size_t capacity() const override { return size_t(policy_.slots()); }
+
+    // Reads (layer, expert) pairs into free slots, at most the free ones, without counting them
+    // as routes (startup preload from a profile). Returns how many were loaded.
+    int64_t preload(std::span<const std::pair<uint32_t, int32_t>> experts);
+
+    const CacheStats& stats() const { return stats_; }
+    int64_t slots() const { return policy_.slots(); }
+    uint64_t slot_bytes() const { return slot_stride_; }
+    // The largest gate+up+down of one expert in the file (what a slot must hold).
+    uint64_t expert_bytes() const { return expert_bytes_; }
+    bool direct() const { return fd_direct_ >= 0; }
+    const model::ExpertFileLayout& layout() const { return layout_; }
+
+private:
+    void read_into(int64_t slot, uint32_t layer, int32_t e);
+    void fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses);
+
+    model::ExpertFileLayout layout_;
+    SlotPolicy policy_;
+    uint64_t expert_bytes_ = 0, slot_stride_ = 0;
+    uint8_t* slots_mem_ = nullptr;
+    size_t slots_mem_bytes_ = 0;
+    int fd_ = -1, fd_direct_ = -1;
+    std::unique_ptr<IoPool> io_;
+    std::vector<int64_t> slot_of_;                 // scratch
+    std::vector<SlotPolicy::Miss> misses_;         // scratch
+    CacheStats stats_;
+};
+
+// "14.25 GiB" / "512.0 MiB": the byte counts streaming prints.
+std::string human_bytes(uint64_t bytes);
+
+}  // namespace ds4::streaming
