@@ -97,17 +97,23 @@ Budget resolve_budget(const BudgetRequest& req, const BudgetInputs& in) {
             break;
         }
     }
+    // An explicit request is checked as asked, before the cap: asking for more memory than
+    // there is is a mistake even when the model is smaller.
+    if (req.kind != BudgetRequest::Kind::Auto && room >= 0) {
+        const uint64_t asked = req.kind == BudgetRequest::Kind::Bytes ? uint64_t(req.value)
+                                                                       : uint64_t(b.slots) * in.slot_bytes;
+        if (asked > uint64_t(room))
+            fail("--ssd-streaming-cache-experts {}: asks for {} but only {} of memory is available besides "
+                 "{} for the KV state and scratch; at most {} experts ({}) fit", req.text, human_bytes(asked),
+                 human_bytes(uint64_t(in.available)), human_bytes(uint64_t(in.reserved)),
+                 uint64_t(room) / in.slot_bytes, human_bytes(uint64_t(room) / in.slot_bytes * in.slot_bytes));
+    }
     if (b.slots > all) {
         if (req.kind != BudgetRequest::Kind::Auto || b.note.empty())
             b.note = fmt::format("capped at the model's {} experts", all);
         b.slots = all;
     }
     b.bytes = uint64_t(b.slots) * in.slot_bytes;
-    if (req.kind != BudgetRequest::Kind::Auto && room >= 0 && b.bytes > uint64_t(room))
-        fail("--ssd-streaming-cache-experts {}: {} experts take {} but only {} of memory is available "
-             "besides {} for the KV state and scratch; at most {} experts fit", req.text, b.slots,
-             human_bytes(b.bytes), human_bytes(uint64_t(in.available)), human_bytes(uint64_t(in.reserved)),
-             uint64_t(room) / in.slot_bytes);
     b.holds_two_layers = b.slots >= 2 * in.n_expert;
     return b;
 }
@@ -118,7 +124,7 @@ std::string describe(const Budget& b, const BudgetInputs& in) {
                        b.requested, human_bytes(b.bytes), b.slots, human_bytes(in.expert_bytes),
                        human_bytes(in.slot_bytes), b.slots >= in.n_expert * in.n_layers ? "all" : "part",
                        in.n_expert * in.n_layers,
-                       b.holds_two_layers ? "; holds two layers' experts (prefill reads a layer ahead)" : "",
+                       b.holds_two_layers ? "; holds two layers' experts" : "",
                        b.note.empty() ? "" : "; " + b.note);
 }
 

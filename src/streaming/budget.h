@@ -35,7 +35,7 @@ struct Budget {
     std::string requested;         // as asked ("auto", "64", "12GB")
     int64_t slots = 0;
     uint64_t bytes = 0;            // slots * slot_bytes
-    bool holds_two_layers = false; // slots >= 2 * n_expert: prefill may read a layer ahead
+    bool holds_two_layers = false; // slots >= 2 * n_expert
     std::string note;              // why the effective value differs from the request, if it does
 };
 
