@@ -1,0 +1,144 @@
+// The SSD streaming pieces that need no model (src/streaming): the budget syntax and its
+// resolution against memory, and the cache policy's choice of victims (free slots first, then
+// the lowest decayed route hotness, never an expert of the current request).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "streaming/budget.h"
+#include "streaming/slot_policy.h"
+
+namespace ds4::streaming {
+namespace {
+
+std::string error_of(auto&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(StreamingBudget, Syntax) {
+    EXPECT_EQ(parse_budget("64").kind, BudgetRequest::Kind::Slots);
+    EXPECT_EQ(parse_budget("64").value, 64);
+    EXPECT_EQ(parse_budget("auto").kind, BudgetRequest::Kind::Auto);
+    EXPECT_EQ(parse_budget("").kind, BudgetRequest::Kind::Auto);
+    EXPECT_EQ(parse_budget("12GB").value, int64_t(12) << 30);
+    EXPECT_EQ(parse_budget("12gib").value, int64_t(12) << 30);
+    EXPECT_EQ(parse_budget("12G").kind, BudgetRequest::Kind::Bytes);
+    EXPECT_EQ(parse_budget("1.5GB").value, int64_t(3) << 29);
+    EXPECT_EQ(parse_budget("512MB").value, int64_t(512) << 20);
+    EXPECT_EQ(parse_budget("512MiB").value, int64_t(512) << 20);
+    for (const char* bad : {"-1", "1.5", "12TB", "GB", "1..2GB", "12 GB", "x", "1e3"})
+        EXPECT_NE(budget_error(bad).find("expected a number of experts"), std::string::npos) << bad;
+    EXPECT_NE(budget_error("0").find("at least one expert"), std::string::npos);
+    EXPECT_NE(budget_error("0GB").find("at least one expert"), std::string::npos);
+    EXPECT_NE(budget_error("99999999999999999").find("too many"), std::string::npos);
+    EXPECT_EQ(budget_error("7"), "");
+}
+
+// 4 layers of 16 experts, 2 used; slots of 1 MiB.
+BudgetInputs inputs(int64_t available, int64_t reserved = 0) {
+    return {.slot_bytes = 1 << 20, .expert_bytes = 1000000, .n_expert = 16, .n_expert_used = 2, .n_layers = 4,
+            .available = available, .reserved = reserved};
+}
+
+TEST(StreamingBudget, Resolution) {
+    const int64_t GiB = int64_t(1) << 30, MiB = int64_t(1) << 20;
+    // Exact slot counts and bytes in whole slots.
+    EXPECT_EQ(resolve_budget(parse_budget("5"), inputs(8 * GiB)).slots, 5);
+    EXPECT_EQ(resolve_budget(parse_budget("5"), inputs(8 * GiB)).bytes, uint64_t(5 * MiB));
+    EXPECT_EQ(resolve_budget(parse_budget("10MB"), inputs(8 * GiB)).slots, 10);
+    EXPECT_EQ(resolve_budget(parse_budget("10.5MB"), inputs(8 * GiB)).slots, 10);
+    // Capped at the model's 64 experts, with a note; two layers = 32 slots.
+    const Budget capped = resolve_budget(parse_budget("100"), inputs(8 * GiB));
+    EXPECT_EQ(capped.slots, 64);
+    EXPECT_NE(capped.note.find("capped"), std::string::npos);
+    EXPECT_TRUE(capped.holds_two_layers);
+    EXPECT_FALSE(resolve_budget(parse_budget("31"), inputs(8 * GiB)).holds_two_layers);
+    // Auto: available - reserved - max(1 GiB, available/10), in slots, capped.
+    EXPECT_EQ(resolve_budget(parse_budget("auto"), inputs(GiB + 40 * MiB, 10 * MiB)).slots, 30);
+    EXPECT_EQ(resolve_budget(parse_budget("auto"), inputs(20 * GiB)).slots, 64);
+    EXPECT_EQ(resolve_budget(parse_budget("auto"), inputs(-1)).slots, 32);  // unknown: two layers
+    // Errors.
+    EXPECT_NE(error_of([&] { resolve_budget(parse_budget("1"), inputs(8 * GiB)); }).find("at least 2 experts"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { resolve_budget(parse_budget("1MB"), inputs(8 * GiB)); }).find("at least 2 are needed"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { resolve_budget(parse_budget("40"), inputs(30 * MiB)); }).find("at most 30 experts"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { resolve_budget(parse_budget("1GB"), inputs(20 * MiB, 8 * MiB)); }).find("at most 12 experts"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { resolve_budget(parse_budget("auto"), inputs(GiB)); }).find("no room"),
+              std::string::npos);
+    // The startup line says requested and effective values.
+    const std::string line = describe(resolve_budget(parse_budget("10MB"), inputs(8 * GiB)), inputs(8 * GiB));
+    EXPECT_NE(line.find("requested 10MB, effective 10.00 MiB (10 experts of"), std::string::npos) << line;
+}
+
+TEST(StreamingSlotPolicy, FreeSlotsFirstThenTheColdestUnpinned) {
+    SlotPolicy p(3, 2, 8, 1);
+    std::vector<int64_t> slot_of;
+    std::vector<SlotPolicy::Miss> misses;
+    auto admit = [&](uint32_t layer, std::vector<int32_t> e, std::vector<int32_t> rows) {
+        misses.clear();
+        p.admit(layer, e, rows, slot_of, misses);
+        p.unpin_all();
+    };
+    admit(0, {1, 2}, {5, 1});  // hotness 5 and 1
+    ASSERT_EQ(misses.size(), 2u);
+    EXPECT_FALSE(misses[0].evicted);
+    EXPECT_EQ(p.occupied(), 2);
+    admit(1, {3}, {3});  // the last free slot
+    EXPECT_FALSE(misses[0].evicted);
+    EXPECT_EQ(p.occupied(), 3);
+    admit(0, {1}, {1});  // a hit
+    EXPECT_TRUE(misses.empty());
+    admit(1, {4}, {1});  // evicts (0, 2): hotness 1, the lowest
+    ASSERT_EQ(misses.size(), 1u);
+    EXPECT_TRUE(misses[0].evicted);
+    EXPECT_EQ(p.find(0, 2), -1);
+    EXPECT_GE(p.find(1, 4), 0);
+    EXPECT_GE(p.find(0, 1), 0);
+    EXPECT_GE(p.find(1, 3), 0);
+    // (1, 4) is now the coldest (1 < 3 < 6) but pinned by the request itself: (1, 3) goes.
+    misses.clear();
+    p.admit(1, std::vector<int32_t>{4, 5}, std::vector<int32_t>{0, 0}, slot_of, misses);
+    EXPECT_EQ(p.pinned(), 2);
+    ASSERT_EQ(misses.size(), 1u);
+    EXPECT_EQ(misses[0].expert, 5);
+    EXPECT_EQ(p.find(1, 3), -1);
+    // More experts than unpinned slots: an error, nothing changes.
+    misses.clear();
+    EXPECT_NE(error_of([&] { p.admit(0, std::vector<int32_t>{6, 7}, std::vector<int32_t>{1, 1}, slot_of, misses); })
+                  .find("only 1 of 3 slots"),
+              std::string::npos);
+    p.unpin_all();
+    EXPECT_EQ(p.occupied(), 3);
+}
+
+TEST(StreamingSlotPolicy, HotnessHalvesEverySixteenTokensOfItsLayer) {
+    SlotPolicy p(4, 2, 4, 2);  // 2 used: 16 tokens = 32 routes
+    std::vector<int64_t> slot_of;
+    std::vector<SlotPolicy::Miss> misses;
+    p.admit(0, std::vector<int32_t>{0, 1}, std::vector<int32_t>{10, 20}, slot_of, misses);  // 15 tokens
+    EXPECT_EQ(p.hotness(0, 0), 10.0f);
+    p.unpin_all();
+    p.admit(1, std::vector<int32_t>{2}, std::vector<int32_t>{64}, slot_of, misses);  // layer 1's clock only
+    EXPECT_EQ(p.hotness(0, 0), 10.0f);
+    p.unpin_all();
+    p.admit(0, std::vector<int32_t>{1}, std::vector<int32_t>{2}, slot_of, misses);  // token 16: halves, then adds
+    EXPECT_EQ(p.hotness(0, 0), 5.0f);
+    EXPECT_EQ(p.hotness(0, 1), 12.0f);
+    p.unpin_all();
+    p.admit(0, std::vector<int32_t>{3}, std::vector<int32_t>{64}, slot_of, misses);  // two more periods
+    EXPECT_EQ(p.hotness(0, 0), 1.25f);
+    EXPECT_EQ(p.hotness(0, 3), 64.0f);
+}
+
+}  // namespace
+}  // namespace ds4::streaming
