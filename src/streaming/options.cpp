@@ -73,8 +73,8 @@ std::string Attachment::summary() const {
     if (!cache_) return {};
     const CacheStats& s = cache_->stats();
     return fmt::format("ssd streaming: {} expert hits, {} misses (hit rate {:.1f}%), {} evictions, read {} "
-                       "in {:.2f} s ({:.2f} GB/s), at most {} of {} slots used",
-                       s.hits, s.misses, 100.0 * s.hit_rate(), s.evictions, human_bytes(s.bytes_read),
+                       "({} bytes) in {:.2f} s ({:.2f} GB/s), at most {} of {} slots used",
+                       s.hits, s.misses, 100.0 * s.hit_rate(), s.evictions, human_bytes(s.bytes_read), s.bytes_read,
                        s.read_seconds, s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0,
                        s.max_occupied, cache_->slots());
 }
