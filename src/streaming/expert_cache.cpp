@@ -119,9 +119,11 @@ ExpertCache::ExpertCache(model::ExpertFileLayout layout, const CacheOptions& opt
 #endif
     slots_mem_ = static_cast<uint8_t*>(m);
     io_ = std::make_unique<IoPool>(opt.io_threads);
+    read_ahead_enabled_ = opt.read_ahead;
 }
 
 ExpertCache::~ExpertCache() {
+    if (ahead_.thread.joinable()) ahead_.thread.join();
     io_.reset();
     if (slots_mem_) munmap(slots_mem_, slots_mem_bytes_);
     if (fd_ >= 0) ::close(fd_);
@@ -155,10 +157,10 @@ void ExpertCache::read_into(int64_t slot, uint32_t layer, int32_t e) {
     }
 }
 
-void ExpertCache::fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses) {
-    if (misses.empty()) return;
+double ExpertCache::read_all(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses,
+                             std::vector<std::exception_ptr>& errors) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::exception_ptr> errors(misses.size());
+    errors.assign(misses.size(), nullptr);
     io_->run(int64_t(misses.size()), [&](int64_t i) {
         try {
             read_into(misses[size_t(i)].slot, layer, misses[size_t(i)].expert);
@@ -166,7 +168,47 @@ void ExpertCache::fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& miss
             errors[size_t(i)] = std::current_exception();
         }
     });
-    stats_.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void ExpertCache::start_read_ahead(uint32_t layer) {
+    std::vector<int32_t> missing;
+    for (int32_t e = 0; e < int32_t(layout_.n_expert); ++e)
+        if (policy_.find(layer, e) < 0) missing.push_back(e);
+    if (missing.empty() || int64_t(missing.size()) > policy_.slots() - policy_.pinned()) return;
+    ahead_.layer = layer;
+    ahead_.misses.clear();
+    policy_.admit_held(layer, missing, ahead_.misses);
+    for (const auto& m : ahead_.misses) stats_.evictions += m.evicted ? 1 : 0;
+    stats_.max_occupied = std::max(stats_.max_occupied, policy_.occupied());
+    ahead_.active = true;
+    ahead_.thread = std::thread([this] { ahead_.seconds = read_all(ahead_.layer, ahead_.misses, ahead_.errors); });
+}
+
+void ExpertCache::finish_read_ahead() {
+    if (!ahead_.active) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    ahead_.thread.join();
+    ahead_.active = false;
+    stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats_.read_seconds += ahead_.seconds;
+    for (size_t i = 0; i < ahead_.misses.size(); ++i) {
+        if (ahead_.errors[i]) {
+            policy_.drop(ahead_.misses[i].slot);  // read again (and reported) when asked for
+        } else {
+            stats_.bytes_read += layout_.layers[ahead_.layer].expert_bytes();
+            ++stats_.read_ahead;
+        }
+    }
+    policy_.unhold_all();
+}
+
+void ExpertCache::fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses) {
+    if (misses.empty()) return;
+    std::vector<std::exception_ptr> errors;
+    const double s = read_all(layer, misses, errors);
+    stats_.read_seconds += s;
+    stats_.wait_seconds += s;
     std::exception_ptr first;
     for (size_t i = 0; i < misses.size(); ++i) {
         if (errors[i]) {
@@ -185,6 +227,7 @@ void ExpertCache::fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& miss
 void ExpertCache::prepare(uint32_t layer, std::span<const int32_t> experts, std::span<const int32_t> rows) {
     if (layer >= layout_.layers.size() || !layout_.layers[layer].held)
         fail("expert cache: layer {} has no streamed experts", layer);
+    finish_read_ahead();
     misses_.clear();
     policy_.admit(layer, experts, rows, slot_of_, misses_);
     ++stats_.prepares;
@@ -193,6 +236,17 @@ void ExpertCache::prepare(uint32_t layer, std::span<const int32_t> experts, std:
     for (const auto& m : misses_) stats_.evictions += m.evicted ? 1 : 0;
     stats_.max_occupied = std::max(stats_.max_occupied, policy_.occupied());
     fill(layer, misses_);
+    // A prompt chunk (at least n_expert routes) with room for two layers: read the next held
+    // layer's experts while this one computes.
+    int64_t routes = 0;
+    for (size_t i = 0; i < experts.size() && i < rows.size(); ++i) routes += rows[i];
+    if (read_ahead_enabled_ && routes >= layout_.n_expert && policy_.slots() >= 2 * layout_.n_expert) {
+        for (uint32_t next = layer + 1; next < layout_.layers.size(); ++next)
+            if (layout_.layers[next].held) {
+                start_read_ahead(next);
+                break;
+            }
+    }
 }
 
 model::ExpertWeights ExpertCache::expert(uint32_t layer, int32_t e) const {
@@ -215,6 +269,7 @@ model::ExpertWeights ExpertCache::expert(uint32_t layer, int32_t e) const {
 void ExpertCache::release(uint32_t) { policy_.unpin_all(); }
 
 int64_t ExpertCache::preload(std::span<const std::pair<uint32_t, int32_t>> experts) {
+    finish_read_ahead();
     // The first experts of the list that fit in the free slots, read layer by layer in
     // parallel like a prepare() (no rows: preloading is not a route).
     std::vector<std::vector<int32_t>> by_layer(layout_.layers.size());

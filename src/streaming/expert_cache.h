@@ -8,11 +8,17 @@
 //   auto cache = std::make_shared<streaming::ExpertCache>(m->expert_layout(), {.slots = 64});
 //   m->set_expert_source(cache);
 //
+// Read-ahead (prefill): when a prepare() announces at least n_expert routes (a prompt chunk, not
+// a decode step) and the cache holds two layers' experts, the next layer's experts that are not
+// cached are read in the background while this layer and the next layer's attention compute;
+// the next prepare() waits for them. The results do not depend on it (only where the bytes are).
+//
 // A read that fails (the file shrank, an I/O error) throws ds4::Error naming the file, the
 // layer and the expert; the slot is left free.
 #pragma once
 
 #include <condition_variable>
+#include <exception>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,12 +36,15 @@ struct CacheOptions {
     int64_t slots = 0;        // >= 1
     int io_threads = 4;       // parallel reads of one layer's misses (>= 1)
     bool direct = false;      // O_DIRECT reads (bypass the page cache); buffered if refused
+    bool read_ahead = true;   // prefill reads the next layer's experts in the background
 };
 
 struct CacheStats {
-    uint64_t hits = 0, misses = 0, evictions = 0;
-    uint64_t bytes_read = 0;
-    double read_seconds = 0;      // wall time prepare() waited for reads
+    uint64_t hits = 0, misses = 0, evictions = 0;  // of the experts prepare() was asked for
+    uint64_t read_ahead = 0;      // experts read before they were asked for (then hits)
+    uint64_t bytes_read = 0;      // all reads: misses, read-ahead, preload
+    double read_seconds = 0;      // wall time of the reads (overlapping compute for read-ahead)
+    double wait_seconds = 0;      // wall time prepare() waited for reads
     int64_t max_occupied = 0;     // most slots ever holding an expert (<= slots)
     uint64_t prepares = 0;
     double hit_rate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
@@ -86,6 +95,11 @@ public:
 private:
     void read_into(int64_t slot, uint32_t layer, int32_t e);
     void fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses);
+    // Reads misses[i] into their slots over the I/O pool; errors[i] is set per failed read.
+    double read_all(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses,
+                    std::vector<std::exception_ptr>& errors);
+    void start_read_ahead(uint32_t layer);
+    void finish_read_ahead();  // waits, accounts, frees the slots of failed reads
 
     model::ExpertFileLayout layout_;
     SlotPolicy policy_;
@@ -97,6 +111,15 @@ private:
     std::vector<int64_t> slot_of_;                 // scratch
     std::vector<SlotPolicy::Miss> misses_;         // scratch
     CacheStats stats_;
+    bool read_ahead_enabled_ = true;
+    struct ReadAhead {
+        bool active = false;
+        uint32_t layer = 0;
+        std::vector<SlotPolicy::Miss> misses;
+        std::vector<std::exception_ptr> errors;
+        double seconds = 0;
+        std::thread thread;
+    } ahead_;
 };
 
 // "14.25 GiB" / "512.0 MiB": the byte counts streaming prints.

@@ -72,10 +72,11 @@ Attachment::~Attachment() {
 std::string Attachment::summary() const {
     if (!cache_) return {};
     const CacheStats& s = cache_->stats();
-    return fmt::format("ssd streaming: {} expert hits, {} misses (hit rate {:.1f}%), {} evictions, read {} "
-                       "({} bytes) in {:.2f} s ({:.2f} GB/s), at most {} of {} slots used",
-                       s.hits, s.misses, 100.0 * s.hit_rate(), s.evictions, human_bytes(s.bytes_read), s.bytes_read,
-                       s.read_seconds, s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0,
+    return fmt::format("ssd streaming: {} expert hits, {} misses (hit rate {:.1f}%), {} read ahead, {} evictions, "
+                       "read {} ({} bytes) in {:.2f} s ({:.2f} GB/s), waited {:.2f} s, at most {} of {} slots used",
+                       s.hits, s.misses, 100.0 * s.hit_rate(), s.read_ahead, s.evictions, human_bytes(s.bytes_read),
+                       s.bytes_read, s.read_seconds,
+                       s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0, s.wait_seconds,
                        s.max_occupied, cache_->slots());
 }
 

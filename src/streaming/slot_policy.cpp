@@ -92,8 +92,24 @@ void SlotPolicy::admit(uint32_t layer, std::span<const int32_t> experts, std::sp
 }
 
 void SlotPolicy::unpin_all() {
-    for (int64_t s : pinned_list_) pinned_[size_t(s)] = 0;
+    for (int64_t s : pinned_list_)
+        if (pinned_[size_t(s)] == 1) pinned_[size_t(s)] = 0;
     pinned_list_.clear();
+}
+
+void SlotPolicy::admit_held(uint32_t layer, std::span<const int32_t> experts, std::vector<Miss>& misses) {
+    std::vector<int64_t> slot_of;
+    const std::vector<int32_t> zero(experts.size(), 0);
+    admit(layer, experts, zero, slot_of, misses);
+    // The admitted slots move from the request's pins to read-ahead holds.
+    for (int64_t s : slot_of) pinned_[size_t(s)] = 2;
+    held_list_.insert(held_list_.end(), slot_of.begin(), slot_of.end());
+    std::erase_if(pinned_list_, [&](int64_t s) { return pinned_[size_t(s)] == 2; });
+}
+
+void SlotPolicy::unhold_all() {
+    for (int64_t s : held_list_) pinned_[size_t(s)] = 0;
+    held_list_.clear();
 }
 
 void SlotPolicy::drop(int64_t slot) {

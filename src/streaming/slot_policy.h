@@ -5,7 +5,7 @@
 // Victims: a free slot first; else the occupied slot with the lowest decayed route hotness.
 // Hotness of (layer, expert) is the number of rows routed to it, halved every 16 tokens of its
 // layer; ties go to the lower slot. Experts announced by the current prepare() (pinned until
-// unpin_all()) are never evicted.
+// unpin_all()) and experts being read ahead (held until unhold_all()) are never evicted.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,10 @@ public:
     void admit(uint32_t layer, std::span<const int32_t> experts, std::span<const int32_t> rows,
                std::vector<int64_t>& slot_of, std::vector<Miss>& misses);
     void unpin_all();
+    // Read-ahead: like admit() without routes, and the slots stay protected across
+    // unpin_all() until unhold_all().
+    void admit_held(uint32_t layer, std::span<const int32_t> experts, std::vector<Miss>& misses);
+    void unhold_all();
     // The slot holding (layer, expert), or -1.
     int64_t find(uint32_t layer, int32_t expert) const {
         return index_[size_t(layer) * size_t(n_expert_) + size_t(expert)];
@@ -43,7 +47,7 @@ public:
 
     int64_t slots() const { return int64_t(key_.size()); }
     int64_t occupied() const { return occupied_; }
-    int64_t pinned() const { return int64_t(pinned_list_.size()); }
+    int64_t pinned() const { return int64_t(pinned_list_.size() + held_list_.size()); }
     float hotness(uint32_t layer, int32_t expert) const {
         return hot_[size_t(layer) * size_t(n_expert_) + size_t(expert)];
     }
@@ -54,8 +58,9 @@ private:
     uint32_t n_layer_;
     int64_t n_expert_, n_expert_used_;
     std::vector<int64_t> key_;      // per slot: layer * n_expert + expert, or -1 (free)
-    std::vector<uint8_t> pinned_;   // per slot
+    std::vector<uint8_t> pinned_;   // per slot: 1 pinned by the request, 2 held (read ahead)
     std::vector<int64_t> pinned_list_;
+    std::vector<int64_t> held_list_;   // pinned_[s] == 2: read ahead
     std::vector<int64_t> index_;    // per (layer, expert): slot or -1
     std::vector<float> hot_;        // per (layer, expert)
     std::vector<int64_t> routes_;   // per layer: rows routed so far (the token clock * used)
