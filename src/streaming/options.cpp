@@ -29,6 +29,7 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
         ->group(group);
     app.add_option("--ssd-streaming-preload-experts", o.preload_experts,
                    "With --ssd-streaming-preload: seed at most N experts (default: fill the cache)")
+        ->option_text("N")
         ->check(cli_checks::at_least(0))
         ->group(group);
     app.add_flag("--ssd-streaming-direct", o.direct,
@@ -36,6 +37,7 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
         ->group(group);
     app.add_option("--ssd-streaming-io-threads", o.io_threads,
                    "Parallel reads of one layer's missing experts (default 4)")
+        ->option_text("N")
         ->check(cli_checks::in_range(1, 64))
         ->group(group);
     app.add_option("--expert-profile", o.profile_out,

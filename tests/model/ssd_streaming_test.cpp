@@ -24,6 +24,7 @@
 #include "model/session.h"
 #include "streaming/expert_cache.h"
 #include "streaming/profile.h"
+#include "support/tiny_model.h"
 #include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
@@ -276,6 +277,46 @@ TEST(SsdStreamingCli, ResidentMemoryStaysBelowTheNonRoutedWeightsPlusTheCache) {
     EXPECT_GT(resident, expert_bytes);
     EXPECT_LT(streamed, file_bytes - expert_bytes + (int64_t(64) << 20))
         << "resident " << resident << ", streamed " << streamed << ", experts " << expert_bytes;
+}
+
+TEST(SsdStreamingCli, BenchAndServerTakeTheSameFlags) {
+    oracle::TempDir dir;
+    const std::string path = write_model(dir, "q4", quant_mixes()[1].second);
+    oracle::write_token_ids(dir.file("ids.txt"), oracle::random_token_ids(48, 512, 8));
+    // ds4-bench: the same greedy probes resident and streamed (a 2-expert cache), and the
+    // cache's lines on stderr.
+    auto bench = [&](const std::string& probes, std::vector<std::string> extra) {
+        std::vector<std::string> argv = {oracle::binary("ds4-bench"), "-m", path, "--token-ids", dir.file("ids.txt"),
+                                         "--ctx-start", "16", "--ctx-max", "48", "--step-incr", "16",
+                                         "--gen-tokens", "4", "--threads", "2", "--dump-probe-ids", dir.file(probes)};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        return oracle::run_command(argv);
+    };
+    const auto res = bench("resident.txt", {});
+    ASSERT_EQ(res.exit_code, 0) << res.output;
+    const auto st = bench("streamed.txt", {"--ssd-streaming", "--ssd-streaming-cache-experts", "2"});
+    ASSERT_EQ(st.exit_code, 0) << st.output;
+    auto text = [&](const std::string& name) {
+        std::ifstream in(dir.file(name));
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_FALSE(text("resident.txt").empty());
+    EXPECT_EQ(text("resident.txt"), text("streamed.txt"));
+    EXPECT_NE(st.output.find("ssd streaming: expert cache requested 2"), std::string::npos) << st.output;
+    EXPECT_NE(st.output.find("at most 2 of 2 slots used"), std::string::npos) << st.output;
+    // ds4-server (a model with a vocabulary): the flags parse and the budget is checked against
+    // the model after the load.
+    const std::string vocab_model = dir.file("tiny-vocab.gguf");
+    const auto gen = oracle::write_tiny_model(vocab_model, oracle::kTinyQ8Io);
+    ASSERT_EQ(gen.exit_code, 0) << gen.output;
+    const auto srv = oracle::run_command({oracle::binary("ds4-server"), "-m", vocab_model, "--port", "0",
+                                          "--ssd-streaming", "--ssd-streaming-cache-experts", "1"});
+    EXPECT_EQ(srv.exit_code, 1) << srv.output;
+    EXPECT_NE(srv.output.find("ds4-server: --ssd-streaming-cache-experts 1: at least 2 experts are needed"),
+              std::string::npos) << srv.output;
+    const auto usage = oracle::run_command({oracle::binary("ds4-server"), "-m", path, "--ssd-streaming-cold"});
+    EXPECT_EQ(usage.exit_code, 2) << usage.output;
+    EXPECT_NE(usage.output.find("need --ssd-streaming"), std::string::npos) << usage.output;
 }
 
 TEST(SsdStreamingCli, BadBudgetsAreClearErrors) {
