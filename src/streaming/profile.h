@@ -26,7 +26,7 @@ class ProfilingSource final : public model::ExpertSource {
 public:
     // Records at most max_events prepare() calls for the simulation (counts are always kept).
     ProfilingSource(std::shared_ptr<model::ExpertSource> inner, const model::ExpertFileLayout& layout,
-                    size_t max_events = size_t(1) << 24);
+                    size_t max_events = size_t(1) << 20);
 
     void prepare(uint32_t layer, std::span<const int32_t> experts, std::span<const int32_t> rows) override;
     model::ExpertWeights expert(uint32_t layer, int32_t e) const override { return inner_->expert(layer, e); }

@@ -14,23 +14,50 @@ SlotPolicy::SlotPolicy(int64_t slots, uint32_t n_layer, int64_t n_expert, int64_
     pinned_.assign(size_t(slots), 0);
     index_.assign(size_t(n_layer) * size_t(n_expert), -1);
     hot_.assign(index_.size(), 0.0f);
+    scale_.assign(n_layer, 1.0f);
+    by_hot_.resize(n_layer);
     routes_.assign(n_layer, 0);
     free_.reserve(size_t(slots));
     for (int64_t s = slots - 1; s >= 0; --s) free_.push_back(s);
 }
 
 int64_t SlotPolicy::victim() const {
+    // The coldest unpinned slot of each layer, then the coldest of those (ties: lower slot).
     int64_t best = -1;
     float best_hot = 0.0f;
-    for (int64_t s = 0; s < int64_t(key_.size()); ++s) {
-        if (pinned_[size_t(s)] || key_[size_t(s)] < 0) continue;
-        const float h = hot_[size_t(key_[size_t(s)])];
-        if (best < 0 || h < best_hot) {
-            best = s;
-            best_hot = h;
+    for (uint32_t l = 0; l < n_layer_; ++l) {
+        for (const auto& [h, s] : by_hot_[l]) {
+            if (pinned_[size_t(s)]) continue;
+            const float actual = h * scale_[l];
+            if (best < 0 || actual < best_hot || (actual == best_hot && s < best)) {
+                best = s;
+                best_hot = actual;
+            }
+            break;
         }
     }
     return best;
+}
+
+void SlotPolicy::occupy(int64_t slot, int64_t key) {
+    key_[size_t(slot)] = key;
+    index_[size_t(key)] = slot;
+    by_hot_[size_t(key / n_expert_)].emplace(hot_[size_t(key)], slot);
+}
+
+void SlotPolicy::vacate(int64_t slot) {
+    const int64_t key = key_[size_t(slot)];
+    by_hot_[size_t(key / n_expert_)].erase({hot_[size_t(key)], slot});
+    index_[size_t(key)] = -1;
+    key_[size_t(slot)] = -1;
+}
+
+void SlotPolicy::add_hotness(uint32_t layer, int32_t expert, float rows) {
+    const size_t key = size_t(layer) * size_t(n_expert_) + size_t(expert);
+    const int64_t slot = index_[key];
+    if (slot >= 0) by_hot_[layer].erase({hot_[key], slot});
+    hot_[key] += rows / scale_[layer];
+    if (slot >= 0) by_hot_[layer].emplace(hot_[key], slot);
 }
 
 void SlotPolicy::admit(uint32_t layer, std::span<const int32_t> experts, std::span<const int32_t> rows,
@@ -39,6 +66,8 @@ void SlotPolicy::admit(uint32_t layer, std::span<const int32_t> experts, std::sp
     if (int64_t(experts.size()) > slots() - pinned())
         fail("expert cache: {} experts of layer {} asked for at once, but only {} of {} slots are "
              "not in use", experts.size(), layer, slots() - pinned(), slots());
+    for (int32_t e : experts)
+        if (e < 0 || e >= n_expert_) fail("expert cache: layer {} expert {} of {}", layer, e, n_expert_);
     // The layer's clock: every kDecayTokens tokens its hotness halves (before this call's rows
     // count, so they weigh fully).
     const int64_t period = kDecayTokens * n_expert_used_;
@@ -47,16 +76,23 @@ void SlotPolicy::admit(uint32_t layer, std::span<const int32_t> experts, std::sp
     const int64_t before = routes_[layer] / period;
     routes_[layer] += added;
     const int64_t steps = routes_[layer] / period - before;
-    float* hot = &hot_[size_t(layer) * size_t(n_expert_)];
     if (steps > 0) {
-        const float f = steps >= 64 ? 0.0f : std::pow(kDecay, float(steps));
-        for (int64_t e = 0; e < n_expert_; ++e) hot[e] *= f;
+        scale_[layer] = steps >= 200 ? 0.0f : std::ldexp(scale_[layer], -int(steps));
+        if (scale_[layer] < 0x1p-64f) {
+            // Fold the scale into the stored values (the order within the layer stays).
+            std::set<std::pair<float, int64_t>> rebuilt;
+            for (int64_t e = 0; e < n_expert_; ++e) {
+                float& h = hot_[size_t(layer) * size_t(n_expert_) + size_t(e)];
+                h *= scale_[layer];
+                const int64_t s = index_[size_t(layer) * size_t(n_expert_) + size_t(e)];
+                if (s >= 0) rebuilt.emplace(h, s);
+            }
+            by_hot_[layer] = std::move(rebuilt);
+            scale_[layer] = 1.0f;
+        }
     }
-    for (size_t i = 0; i < experts.size(); ++i) {
-        const int32_t e = experts[i];
-        if (e < 0 || e >= n_expert_) fail("expert cache: layer {} expert {} of {}", layer, e, n_expert_);
-        hot[e] += float(i < rows.size() ? rows[i] : 1);
-    }
+    for (size_t i = 0; i < experts.size(); ++i)
+        add_hotness(layer, experts[i], float(i < rows.size() ? rows[i] : 1));
     // Hits first, so that none of them is taken as a victim of a miss of this call.
     slot_of.assign(experts.size(), -1);
     for (size_t i = 0; i < experts.size(); ++i) {
@@ -78,12 +114,10 @@ void SlotPolicy::admit(uint32_t layer, std::span<const int32_t> experts, std::sp
         } else {
             m.slot = victim();
             if (m.slot < 0) fail("expert cache: no slot to evict for layer {} expert {}", layer, experts[i]);
-            index_[size_t(key_[size_t(m.slot)])] = -1;
+            vacate(m.slot);
             m.evicted = true;
         }
-        const int64_t key = int64_t(layer) * n_expert_ + experts[i];
-        key_[size_t(m.slot)] = key;
-        index_[size_t(key)] = m.slot;
+        occupy(m.slot, int64_t(layer) * n_expert_ + experts[i]);
         pinned_[size_t(m.slot)] = 1;
         pinned_list_.push_back(m.slot);
         slot_of[i] = m.slot;
@@ -113,10 +147,8 @@ void SlotPolicy::unhold_all() {
 }
 
 void SlotPolicy::drop(int64_t slot) {
-    const int64_t key = key_[size_t(slot)];
-    if (key < 0) return;
-    index_[size_t(key)] = -1;
-    key_[size_t(slot)] = -1;
+    if (key_[size_t(slot)] < 0) return;
+    vacate(slot);
     free_.push_back(slot);
     --occupied_;
 }

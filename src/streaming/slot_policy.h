@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace ds4::streaming {
@@ -49,11 +51,18 @@ public:
     int64_t occupied() const { return occupied_; }
     int64_t pinned() const { return int64_t(pinned_list_.size() + held_list_.size()); }
     float hotness(uint32_t layer, int32_t expert) const {
-        return hot_[size_t(layer) * size_t(n_expert_) + size_t(expert)];
+        return hot_[size_t(layer) * size_t(n_expert_) + size_t(expert)] * scale_[layer];
     }
 
 private:
+    // Victims in O(layers + pinned) instead of a scan of every slot (the profile replays a
+    // whole run at several sizes): each layer keeps its held experts ordered by hotness. A
+    // layer's decay multiplies all its hotness by the same power of two, which keeps that order,
+    // so hotness is stored divided by the layer's running scale (exact: powers of two).
     int64_t victim() const;
+    void occupy(int64_t slot, int64_t key);
+    void vacate(int64_t slot);
+    void add_hotness(uint32_t layer, int32_t expert, float rows);
 
     uint32_t n_layer_;
     int64_t n_expert_, n_expert_used_;
@@ -62,7 +71,9 @@ private:
     std::vector<int64_t> pinned_list_;
     std::vector<int64_t> held_list_;   // pinned_[s] == 2: read ahead
     std::vector<int64_t> index_;    // per (layer, expert): slot or -1
-    std::vector<float> hot_;        // per (layer, expert)
+    std::vector<float> hot_;        // per (layer, expert), divided by scale_[layer]
+    std::vector<float> scale_;      // per layer
+    std::vector<std::set<std::pair<float, int64_t>>> by_hot_;  // per layer: (hot_, slot) held
     std::vector<int64_t> routes_;   // per layer: rows routed so far (the token clock * used)
     std::vector<int64_t> free_;     // free slots, the lowest last
     int64_t occupied_ = 0;

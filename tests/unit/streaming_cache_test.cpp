@@ -3,6 +3,9 @@
 // the lowest decayed route hotness, never an expert of the current request).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -138,6 +141,101 @@ TEST(StreamingSlotPolicy, HotnessHalvesEverySixteenTokensOfItsLayer) {
     p.admit(0, std::vector<int32_t>{3}, std::vector<int32_t>{64}, slot_of, misses);  // two more periods
     EXPECT_EQ(p.hotness(0, 0), 1.25f);
     EXPECT_EQ(p.hotness(0, 3), 64.0f);
+}
+
+// The policy as its documentation states it, written the plain way: hotness decayed eagerly,
+// victims by a scan of every slot.
+struct ReferencePolicy {
+    int64_t E, K;
+    std::vector<int64_t> key;      // per slot
+    std::vector<float> hot;        // per (layer, expert)
+    std::vector<int64_t> routes;   // per layer
+    ReferencePolicy(int64_t slots, int64_t L, int64_t E_, int64_t K_)
+        : E(E_), K(K_), key(size_t(slots), -1), hot(size_t(L * E_), 0.0f), routes(size_t(L), 0) {}
+    // Returns the slot each expert lands in, and which were misses.
+    std::vector<std::pair<int64_t, bool>> admit(int64_t layer, const std::vector<int32_t>& experts,
+                                                const std::vector<int32_t>& rows) {
+        const int64_t period = 16 * K;
+        int64_t added = 0;
+        for (int32_t r : rows) added += r;
+        const int64_t steps = (routes[size_t(layer)] + added) / period - routes[size_t(layer)] / period;
+        routes[size_t(layer)] += added;
+        for (int64_t e = 0; e < E; ++e)
+            for (int64_t i = 0; i < steps; ++i) hot[size_t(layer * E + e)] *= 0.5f;
+        for (size_t i = 0; i < experts.size(); ++i) hot[size_t(layer * E + experts[i])] += float(rows[i]);
+        std::vector<char> pinned(key.size(), 0);
+        std::vector<std::pair<int64_t, bool>> out(experts.size(), {-1, false});
+        for (size_t i = 0; i < experts.size(); ++i)
+            for (size_t s = 0; s < key.size(); ++s)
+                if (key[s] == layer * E + experts[i]) {
+                    out[i] = {int64_t(s), false};
+                    pinned[s] = 1;
+                }
+        for (size_t i = 0; i < experts.size(); ++i) {
+            if (out[i].first >= 0) continue;
+            int64_t pick = -1;
+            for (size_t s = 0; s < key.size() && pick < 0; ++s)
+                if (key[s] < 0) pick = int64_t(s);
+            if (pick < 0)
+                for (size_t s = 0; s < key.size(); ++s) {
+                    if (pinned[s]) continue;
+                    if (pick < 0 || hot[size_t(key[s])] < hot[size_t(key[size_t(pick)])]) pick = int64_t(s);
+                }
+            key[size_t(pick)] = layer * E + experts[i];
+            pinned[size_t(pick)] = 1;
+            out[i] = {pick, true};
+        }
+        return out;
+    }
+};
+
+TEST(StreamingSlotPolicy, EqualsThePlainStatementOfThePolicyOnRandomRuns) {
+    std::mt19937 rng(7);
+    for (int64_t slots : {2, 3, 5, 9, 17, 40}) {
+        const int64_t L = 4, E = 12, K = 2;
+        SlotPolicy p(slots, L, E, K);
+        ReferencePolicy ref(slots, L, E, K);
+        std::vector<int64_t> slot_of;
+        std::vector<SlotPolicy::Miss> misses;
+        for (int call = 0; call < 400; ++call) {
+            // A decode step (one token) or a prompt chunk, its experts skewed towards low ids.
+            const int64_t tokens = call % 7 == 0 ? 1 + int64_t(rng() % 40) : 1;
+            for (int64_t layer = 0; layer < L; ++layer) {
+                std::vector<int32_t> count(size_t(E), 0);
+                for (int64_t t = 0; t < tokens * K; ++t) {
+                    const double u = std::generate_canonical<double, 32>(rng);
+                    ++count[size_t(std::min<int64_t>(E - 1, int64_t(u * u * double(E))))];
+                }
+                std::vector<int32_t> experts, rows;
+                for (int64_t e = 0; e < E; ++e)
+                    if (count[size_t(e)]) {
+                        experts.push_back(int32_t(e));
+                        rows.push_back(count[size_t(e)]);
+                    }
+                // Groups of at most `slots`, as the model runs them.
+                for (size_t g = 0; g < experts.size(); g += size_t(slots)) {
+                    const size_t n = std::min(experts.size() - g, size_t(slots));
+                    const std::vector<int32_t> ge(experts.begin() + long(g), experts.begin() + long(g + n));
+                    const std::vector<int32_t> gr(rows.begin() + long(g), rows.begin() + long(g + n));
+                    misses.clear();
+                    p.admit(uint32_t(layer), ge, gr, slot_of, misses);
+                    const auto want = ref.admit(layer, ge, gr);
+                    size_t m = 0;
+                    for (size_t i = 0; i < n; ++i) {
+                        ASSERT_EQ(slot_of[i], want[i].first) << "slots " << slots << " call " << call << " layer " << layer;
+                        if (want[i].second) {
+                            ASSERT_LT(m, misses.size());
+                            EXPECT_EQ(misses[m++].slot, want[i].first);
+                        }
+                    }
+                    EXPECT_EQ(m, misses.size());
+                    for (int32_t e = 0; e < int32_t(E); ++e)
+                        ASSERT_EQ(p.hotness(uint32_t(layer), e), ref.hot[size_t(layer * E + e)]);
+                    p.unpin_all();
+                }
+            }
+        }
+    }
 }
 
 }  // namespace
