@@ -8,8 +8,8 @@
 //   auto cache = std::make_shared<streaming::ExpertCache>(m->expert_layout(), {.slots = 64});
 //   m->set_expert_source(cache);
 //
-// Read-ahead (prefill): when a prepare() announces at least n_expert routes (a prompt chunk, not
-// a decode step) and the cache holds two layers' experts, the next layer's experts that are not
+// Read-ahead (prefill): when a prepare() announces at least 2 x n_expert routes (a prompt chunk,
+// not a decode step) and the cache holds two layers' experts, the next layer's experts that are not
 // cached are read in the background while this layer and the next layer's attention compute;
 // the next prepare() waits for them. The results do not depend on it (only where the bytes are).
 //

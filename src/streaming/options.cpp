@@ -35,6 +35,10 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
     app.add_flag("--ssd-streaming-direct", o.direct,
                  "Read experts with O_DIRECT (bypass the page cache; buffered where refused)")
         ->group(group);
+    app.add_flag("--ssd-streaming-no-read-ahead", [&o](int64_t) { o.read_ahead = false; },
+                 "Prefill reads only the experts a layer asks for (no background read of the next "
+                 "layer's experts)")
+        ->group(group);
     app.add_option("--ssd-streaming-io-threads", o.io_threads,
                    "Parallel reads of one layer's missing experts (default 4)")
         ->option_text("N")
@@ -49,7 +53,7 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
 
 void check(const Options& o) {
     const bool tuned = o.cache_experts != "auto" || o.cold || o.preload_experts >= 0 || !o.preload_file.empty() ||
-                       o.direct || o.io_threads != 4;
+                       o.direct || o.io_threads != 4 || !o.read_ahead;
     if (tuned && !o.enabled)
         fail("the --ssd-streaming-* options need --ssd-streaming");
     if (o.preload_experts >= 0 && o.preload_file.empty())
@@ -112,7 +116,8 @@ std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t re
                               .available = model::available_memory(), .reserved = reserved};
         a->budget_ = resolve_budget(req, in);
         a->cache_ = std::make_shared<ExpertCache>(
-            layout, CacheOptions{.slots = a->budget_.slots, .io_threads = o.io_threads, .direct = o.direct});
+            layout, CacheOptions{.slots = a->budget_.slots, .io_threads = o.io_threads, .direct = o.direct,
+                         .read_ahead = o.read_ahead});
         std::string line = describe(a->budget_, in);
         if (o.direct && !a->cache_->direct()) line += "; O_DIRECT refused by the file system, buffered reads";
         if (!o.preload_file.empty() && !o.cold) {

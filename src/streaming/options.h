@@ -29,6 +29,7 @@ struct Options {
     std::string preload_file;         // --ssd-streaming-preload FILE (an --expert-profile output)
     bool direct = false;              // --ssd-streaming-direct: O_DIRECT reads
     int io_threads = 4;               // --ssd-streaming-io-threads N
+    bool read_ahead = true;           // --ssd-streaming-no-read-ahead turns it off
     std::string profile_out;          // --expert-profile FILE
 };
 

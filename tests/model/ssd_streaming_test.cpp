@@ -100,8 +100,8 @@ TEST(SsdStreaming, LogitsBitIdenticalForEveryBudgetChunkSizeAndQuantMix) {
                 // One quant mix per file: every expert has the same size.
                 EXPECT_EQ(st.bytes_read, (st.misses + st.read_ahead) * cache->expert_bytes()) << what;
                 // Prompt chunks read the next layer ahead when two layers fit; decode never.
-                if (slots >= 2 * E && chunk >= E / K) EXPECT_GT(st.read_ahead, 0u) << what;
-                if (slots < 2 * E) EXPECT_EQ(st.read_ahead, 0u) << what;
+                if (slots >= 2 * E && chunk * K >= 2 * E) EXPECT_GT(st.read_ahead, 0u) << what;
+                if (slots < 2 * E || chunk * K < 2 * E) EXPECT_EQ(st.read_ahead, 0u) << what;
                 if (slots == E * L) {
                     // Everything fits: each expert is read at most once, nothing is evicted.
                     EXPECT_EQ(st.evictions, 0u) << what;
