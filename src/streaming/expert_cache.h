@@ -93,7 +93,8 @@ public:
     const model::ExpertFileLayout& layout() const { return layout_; }
 
 private:
-    void read_into(int64_t slot, uint32_t layer, int32_t e);
+    // Reads part 0/1/2 (gate/up/down) of (layer, e) into its region of `slot`; throws on error.
+    void read_part(int64_t slot, uint32_t layer, int32_t e, size_t part);
     void fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses);
     // Reads misses[i] into their slots over the I/O pool; errors[i] is set per failed read.
     double read_all(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses,
