@@ -47,10 +47,6 @@ public:
     virtual void release(uint32_t layer) {}
     // The most experts one prepare() may announce.
     virtual size_t capacity() const { return std::numeric_limits<size_t>::max(); }
-    // A hint: `layer` runs next in this call with `rows` rows (a source may start reading
-    // its experts while the current layer computes). Called after the previous layer's
-    // release(); never required.
-    virtual void upcoming(uint32_t layer, int64_t rows) {}
 };
 
 // Where one routed-expert tensor of a layer lies in the model file, for sources that read the

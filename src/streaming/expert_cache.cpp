@@ -234,6 +234,9 @@ void ExpertCache::prepare(uint32_t layer, std::span<const int32_t> experts, std:
     if (layer >= layout_.layers.size() || !layout_.layers[layer].held)
         fail("expert cache: layer {} has no streamed experts", layer);
     finish_read_ahead();
+    // One group is prepared at a time: whatever the last one pinned is done (also when an
+    // error skipped its release()).
+    policy_.unpin_all();
     misses_.clear();
     policy_.admit(layer, experts, rows, slot_of_, misses_);
     ++stats_.prepares;

@@ -32,7 +32,6 @@ public:
     model::ExpertWeights expert(uint32_t layer, int32_t e) const override { return inner_->expert(layer, e); }
     void release(uint32_t layer) override { inner_->release(layer); }
     size_t capacity() const override { return inner_->capacity(); }
-    void upcoming(uint32_t layer, int64_t rows) override { inner_->upcoming(layer, rows); }
 
     // Replays the recorded requests with `slots` slots (requests larger than the cache are
     // split into groups, as the model does).
