@@ -256,6 +256,7 @@ int main(int argc, char** argv) {
         "thinking is off.\n"
         "Examples:\n"
         "  ds4-server -m ds4flash.gguf --ctx 100000\n"
+        "  ds4-server -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 16GB\n"
         "  curl http://127.0.0.1:8000/v1/models");
     try {
         app.parse(argc, argv);

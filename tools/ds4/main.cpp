@@ -127,6 +127,7 @@ ParseResult parse_options(int argc, char** argv) {
         "  ds4 -m models/default.gguf --inspect\n"
         "  ds4 --inspect ds4flash.gguf\n"
         "  ds4 -m models/default.gguf --token-ids ids.txt --dump-logits-f32 logits.f32\n"
+        "  ds4 -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 8GB -p \"Hello\"\n"
         "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
         "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.");
     try {
