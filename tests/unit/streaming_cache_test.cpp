@@ -1,16 +1,21 @@
 // The SSD streaming pieces that need no model (src/streaming): the budget syntax and its
-// resolution against memory, and the cache policy's choice of victims (free slots first, then
-// the lowest decayed route hotness, never an expert of the current request).
+// resolution against memory, the cache policy's choice of victims (free slots first, then the
+// lowest decayed route hotness, never an expert of the current request), and the expert cache
+// serving exactly the file's bytes of each expert (buffered and O_DIRECT, with read-ahead).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "streaming/budget.h"
+#include "streaming/expert_cache.h"
+#include "support/tool_run.h"
 #include "streaming/slot_policy.h"
 
 namespace ds4::streaming {
@@ -236,6 +241,96 @@ TEST(StreamingSlotPolicy, EqualsThePlainStatementOfThePolicyOnRandomRuns) {
             }
         }
     }
+}
+
+}  // namespace
+}  // namespace ds4::streaming
+
+namespace ds4::streaming {
+namespace {
+
+// A file of random bytes with three "layers" of 8 experts whose parts have odd sizes and
+// offsets (not block-aligned), like GGUF tensors at 32-byte alignment.
+struct FakeModel {
+    oracle::TempDir dir;
+    std::string path = dir.file("experts.bin");
+    std::vector<uint8_t> bytes;
+    model::ExpertFileLayout layout;
+    FakeModel() {
+        std::mt19937 rng(3);
+        layout.path = path;
+        layout.n_expert = 8;
+        layout.n_expert_used = 2;
+        layout.layers.resize(4);  // layer 2 holds no experts
+        uint64_t at = 12345;
+        for (uint32_t l : {0u, 1u, 3u}) {
+            auto& L = layout.layers[l];
+            L.held = true;
+            const int64_t rows[3] = {10, 12, 9 + int64_t(l)};
+            for (size_t k = 0; k < 3; ++k) {
+                auto& p = L.parts[k];
+                p.type = TensorType::F32;
+                p.cols = 25;
+                p.row_bytes = 100;
+                p.rows_per_expert = rows[k];
+                p.expert_bytes = uint64_t(rows[k]) * 100;
+                p.offset = at;
+                at += p.expert_bytes * 8 + 32 + 4 * k;
+            }
+        }
+        bytes.resize(at);
+        for (auto& b : bytes) b = uint8_t(rng());
+        layout.file_size = bytes.size();
+        std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), long(bytes.size()));
+    }
+};
+
+TEST(StreamingExpertCache, ServesTheFileBytesOfEveryExpertAtEverySize) {
+    FakeModel fake;
+    std::mt19937 rng(11);
+    for (bool direct : {false, true})
+        for (int64_t slots : {2, 3, 8, 16, 24}) {
+            ExpertCache cache(fake.layout, {.slots = slots, .io_threads = 3, .direct = direct});
+            for (int call = 0; call < 300; ++call) {
+                const uint32_t layer = std::vector<uint32_t>{0, 1, 3}[rng() % 3];
+                std::vector<int32_t> experts;
+                for (int32_t e = 0; e < 8; ++e)
+                    if (rng() % 3 == 0) experts.push_back(e);
+                if (experts.empty()) experts.push_back(int32_t(rng() % 8));
+                if (int64_t(experts.size()) > slots) experts.resize(size_t(slots));
+                // Sometimes a prompt-sized request (read-ahead of the next layer).
+                const int32_t r = call % 5 == 0 ? 20 : 1;
+                cache.prepare(layer, experts, std::vector<int32_t>(experts.size(), r));
+                for (int32_t e : experts) {
+                    const model::ExpertWeights w = cache.expert(layer, e);
+                    const ops::Matrix* m[3] = {&w.gate, &w.up, &w.down};
+                    for (size_t k = 0; k < 3; ++k) {
+                        const auto& p = fake.layout.layers[layer].parts[k];
+                        ASSERT_EQ(m[k]->rows, p.rows_per_expert);
+                        ASSERT_EQ(m[k]->cols, p.cols);
+                        ASSERT_EQ(std::memcmp(m[k]->data, fake.bytes.data() + p.offset + uint64_t(e) * p.expert_bytes,
+                                              p.expert_bytes), 0)
+                            << "layer " << layer << " expert " << e << " part " << k << " slots " << slots;
+                        // The file's alignment within a block is kept.
+                        EXPECT_EQ(uintptr_t(m[k]->data) % 4096, (p.offset + uint64_t(e) * p.expert_bytes) % 4096);
+                    }
+                }
+                cache.release(layer);
+            }
+            const CacheStats& st = cache.stats();
+            EXPECT_LE(st.max_occupied, slots);
+            EXPECT_GT(st.misses, 0u);
+            if (slots >= 16) EXPECT_GT(st.read_ahead, 0u);
+            if (slots < 16) EXPECT_EQ(st.read_ahead, 0u);
+        }
+    // Asking for an expert that was not prepared, or more experts than slots, is an error.
+    ExpertCache cache(fake.layout, {.slots = 2});
+    EXPECT_NE(error_of([&] { cache.expert(0, 1); }).find("without prepare"), std::string::npos);
+    EXPECT_NE(error_of([&] { cache.prepare(0, std::vector<int32_t>{1, 2, 3}, std::vector<int32_t>{1, 1, 1}); })
+                  .find("only 2 of 2 slots"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { cache.prepare(2, std::vector<int32_t>{1}, std::vector<int32_t>{1}); }).find("no streamed experts"),
+              std::string::npos);
 }
 
 }  // namespace
