@@ -15,6 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -205,9 +207,31 @@ TEST(SsdStreamingCli, DumpEqualsTheResidentDumpByteForByte) {
     // repeats the real cache's misses.
     const auto hot = streaming::hottest_experts(dir.file("profile.json"), 6, 8, -1);
     EXPECT_GT(hot.size(), 6u);
-    const std::string profile = bytes("profile.json");
-    EXPECT_NE(profile.find("\"format\": \"ds4-expert-profile\""), std::string::npos);
-    EXPECT_NE(profile.find("\"tokens\": 32"), std::string::npos) << profile.substr(0, 400);  // 30 + 2 decoded
+    const auto profile = nlohmann::json::parse(bytes("profile.json"));
+    EXPECT_EQ(profile["format"], "ds4-expert-profile");
+    EXPECT_EQ(profile["tokens"], 32);  // 30 + 2 decoded
+    ASSERT_EQ(profile["layers"].size(), 6u);
+    for (const auto& L : profile["layers"]) {
+        int64_t sum = 0;
+        for (const auto& c : L["counts"]) sum += c.get<int64_t>();
+        EXPECT_EQ(sum, 64) << L["layer"];
+        EXPECT_EQ(L["routes"], 64);
+    }
+    std::smatch real;
+    ASSERT_TRUE(std::regex_search(st.output, real, std::regex(R"((\d+) expert hits, (\d+) misses)"))) << st.output;
+    bool simulated_two = false;
+    for (const auto& r : profile["simulation"]["results"])
+        if (r["slots"] == 2) {
+            simulated_two = true;
+            EXPECT_EQ(r["hits"].get<int64_t>(), std::stoll(real[1])) << st.output;
+            EXPECT_EQ(r["misses"].get<int64_t>(), std::stoll(real[2])) << st.output;
+        }
+    EXPECT_TRUE(simulated_two);
+    // A resident run profiles the same routing.
+    const auto plain = ds4("plain.f32", {"--expert-profile", dir.file("resident.json")});
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    EXPECT_EQ(plain.output.find("ssd streaming:"), std::string::npos) << plain.output;
+    EXPECT_EQ(nlohmann::json::parse(bytes("resident.json"))["layers"], profile["layers"]);
 
     // Preload from the profile: the auto budget (the whole model fits) is seeded with every
     // routed expert, so the run reads nothing more; --ssd-streaming-cold skips it.
