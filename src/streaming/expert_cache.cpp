@@ -278,19 +278,20 @@ model::ExpertWeights ExpertCache::expert(uint32_t layer, int32_t e) const {
 
 void ExpertCache::release(uint32_t) { policy_.unpin_all(); }
 
-int64_t ExpertCache::preload(std::span<const std::pair<uint32_t, int32_t>> experts) {
+int64_t ExpertCache::preload(std::span<const HotExpert> experts) {
     finish_read_ahead();
     // The first experts of the list that fit in the free slots, read layer by layer in
     // parallel like a prepare() (no rows: preloading is not a route).
     std::vector<std::vector<int32_t>> by_layer(layout_.layers.size());
     int64_t room = policy_.slots() - policy_.occupied(), loaded = 0;
-    for (const auto& [layer, e] : experts) {
+    for (const auto& [layer, e, rate] : experts) {
         if (room == 0) break;
         if (layer >= layout_.layers.size() || !layout_.layers[layer].held || e < 0 || e >= layout_.n_expert) continue;
         if (policy_.find(layer, e) >= 0) continue;
         auto& l = by_layer[layer];
         if (std::find(l.begin(), l.end(), e) != l.end()) continue;
         l.push_back(e);
+        policy_.seed(layer, e, rate);
         --room;
     }
     for (uint32_t layer = 0; layer < by_layer.size(); ++layer) {

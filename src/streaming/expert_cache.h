@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "model/expert_source.h"
+#include "streaming/profile.h"
 #include "streaming/slot_policy.h"
 
 namespace ds4::streaming {
@@ -80,9 +81,10 @@ public:
     void release(uint32_t layer) override;
     size_t capacity() const override { return size_t(policy_.slots()); }
 
-    // Reads (layer, expert) pairs into free slots, at most the free ones, without counting them
-    // as routes (startup preload from a profile). Returns how many were loaded.
-    int64_t preload(std::span<const std::pair<uint32_t, int32_t>> experts);
+    // Reads experts into free slots, the first of the list first, at most the free ones, without
+    // counting them as routes (startup preload from a profile); each starts with its `rate` as
+    // hotness. Returns how many were loaded.
+    int64_t preload(std::span<const HotExpert> experts);
 
     const CacheStats& stats() const { return stats_; }
     int64_t slots() const { return policy_.slots(); }

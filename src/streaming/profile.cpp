@@ -135,8 +135,7 @@ void ProfilingSource::write(const std::string& path, int64_t extra_slots) const 
     }
 }
 
-std::vector<std::pair<uint32_t, int32_t>> hottest_experts(const std::string& path, int64_t n_layer,
-                                                          int64_t n_expert, int64_t n) {
+std::vector<HotExpert> hottest_experts(const std::string& path, int64_t n_layer, int64_t n_expert, int64_t n) {
     std::ifstream in(path);
     if (!in) fail("{}: cannot read the expert profile", path);
     std::stringstream ss;
@@ -148,12 +147,14 @@ std::vector<std::pair<uint32_t, int32_t>> hottest_experts(const std::string& pat
         fail("{}: not an expert profile (JSON: {})", path, e.what());
     }
     std::vector<std::tuple<uint64_t, uint32_t, int32_t>> all;
+    uint64_t tokens = 0;
     try {
         if (j.value("format", "") != "ds4-expert-profile")
             fail("{}: not an expert profile (format is not \"ds4-expert-profile\")", path);
         if (j.at("n_layer").get<int64_t>() != n_layer || j.at("n_expert").get<int64_t>() != n_expert)
             fail("{}: a profile of a model with {} layers x {} experts, this one has {} x {}", path,
                  j.at("n_layer").get<int64_t>(), j.at("n_expert").get<int64_t>(), n_layer, n_expert);
+        tokens = j.value("tokens", uint64_t(0));
         for (const auto& L : j.at("layers")) {
             const int64_t l = L.at("layer").get<int64_t>();
             const auto& c = L.at("counts");
@@ -172,9 +173,10 @@ std::vector<std::pair<uint32_t, int32_t>> hottest_experts(const std::string& pat
         return std::make_pair(std::get<1>(a), std::get<2>(a)) < std::make_pair(std::get<1>(b), std::get<2>(b));
     });
     if (n >= 0 && int64_t(all.size()) > n) all.resize(size_t(n));
-    std::vector<std::pair<uint32_t, int32_t>> out;
+    std::vector<HotExpert> out;
     out.reserve(all.size());
-    for (const auto& [c, l, e] : all) out.emplace_back(l, e);
+    const double per = tokens ? double(SlotPolicy::kDecayTokens) / double(tokens) : 1.0;
+    for (const auto& [c, l, e] : all) out.push_back({l, e, float(double(c) * per)});
     return out;
 }
 

@@ -56,10 +56,16 @@ private:
     bool truncated_ = false;
 };
 
-// The (layer, expert) pairs of a profile file, most routed first (ties: lower layer, lower
-// expert), at most `n` (n < 0: all that were routed). Throws ds4::Error naming the file when it
-// is not a profile of a model with this many layers and experts.
-std::vector<std::pair<uint32_t, int32_t>> hottest_experts(const std::string& path, int64_t n_layer,
-                                                          int64_t n_expert, int64_t n);
+// An expert of a profile and its route rate: routes per 16 tokens of the profiled run (the
+// cache's hotness of an expert routed at that rate for a while is about twice that).
+struct HotExpert {
+    uint32_t layer = 0;
+    int32_t expert = 0;
+    float rate = 0;
+};
+// The experts of a profile file, most routed first (ties: lower layer, lower expert), at most
+// `n` (n < 0: all that were routed). Throws ds4::Error naming the file when it is not a profile
+// of a model with this many layers and experts.
+std::vector<HotExpert> hottest_experts(const std::string& path, int64_t n_layer, int64_t n_expert, int64_t n);
 
 }  // namespace ds4::streaming

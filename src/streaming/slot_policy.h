@@ -44,6 +44,9 @@ public:
     int64_t find(uint32_t layer, int32_t expert) const {
         return index_[size_t(layer) * size_t(n_expert_) + size_t(expert)];
     }
+    // Adds `value` to the hotness of (layer, expert) without advancing its layer's clock
+    // (preloaded experts start as hot as their profile says).
+    void seed(uint32_t layer, int32_t expert, float value) { add_hotness(layer, expert, value); }
     // Forgets a slot's content (its read failed).
     void drop(int64_t slot);
 

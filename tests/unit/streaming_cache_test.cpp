@@ -129,6 +129,23 @@ TEST(StreamingSlotPolicy, FreeSlotsFirstThenTheColdestUnpinned) {
     EXPECT_EQ(p.occupied(), 3);
 }
 
+TEST(StreamingSlotPolicy, SeededHotnessDecidesBetweenPreloadedExperts) {
+    SlotPolicy p(2, 1, 4, 1);
+    std::vector<int64_t> slot_of;
+    std::vector<SlotPolicy::Miss> misses;
+    p.seed(0, 1, 1.0f);  // as a preload seeds them: the profile's rates, no route
+    p.seed(0, 2, 9.0f);
+    p.admit(0, std::vector<int32_t>{1, 2}, std::vector<int32_t>{0, 0}, slot_of, misses);
+    p.unpin_all();
+    EXPECT_EQ(p.hotness(0, 2), 9.0f);
+    misses.clear();
+    p.admit(0, std::vector<int32_t>{3}, std::vector<int32_t>{1}, slot_of, misses);
+    ASSERT_EQ(misses.size(), 1u);
+    EXPECT_TRUE(misses[0].evicted);
+    EXPECT_EQ(p.find(0, 1), -1);  // the colder preloaded expert went
+    EXPECT_GE(p.find(0, 2), 0);
+}
+
 TEST(StreamingSlotPolicy, HotnessHalvesEverySixteenTokensOfItsLayer) {
     SlotPolicy p(4, 2, 4, 2);  // 2 used: 16 tokens = 32 routes
     std::vector<int64_t> slot_of;
