@@ -11,7 +11,6 @@
 
 #include "common/error.h"
 #include "common/file_io.h"
-#include "common/thread_count.h"
 #include "model/context_check.h"
 #include "model/model.h"
 #include "model/session.h"
