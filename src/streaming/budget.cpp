@@ -53,7 +53,10 @@ std::string budget_error(const std::string& text) {
         parse_budget(text);
         return {};
     } catch (const Error& e) {
-        return e.what();
+        // CLI11 puts the flag in front itself.
+        std::string m = e.what();
+        const std::string flag = "--ssd-streaming-cache-experts ";
+        return m.rfind(flag, 0) == 0 ? m.substr(flag.size()) : m;
     }
 }
 

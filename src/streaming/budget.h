@@ -17,7 +17,8 @@ struct BudgetRequest {
 // "N" (slots), "NGB"/"NGiB"/"NG" or "NMB"/"NMiB"/"NM" (binary units; the number may have a
 // fraction: "1.5GB"), or "auto". Throws ds4::Error for anything else and for zero.
 BudgetRequest parse_budget(const std::string& text);
-// A CLI11-style check: empty when `text` parses, else the reason.
+// A CLI11-style check: empty when `text` parses, else the reason (without the flag's name,
+// which CLI11 adds).
 std::string budget_error(const std::string& text);
 
 // What the cache is sized against.
