@@ -29,6 +29,7 @@
 #include "common/thread_pool.h"
 #include "gguf/reader.h"
 #include "model/decision_log.h"
+#include "model/expert_source.h"
 #include "model/layer_range.h"
 
 namespace ds4::model {
@@ -114,8 +115,6 @@ struct BatchItem {
 using Batch = std::span<const BatchItem>;
 int64_t batch_rows(Batch b);
 
-class ExpertSource;
-
 class Model {
 public:
     virtual ~Model() = default;
@@ -149,6 +148,10 @@ public:
 
     // Where routed-expert weights come from (resident by default); see model/expert_source.h.
     virtual void set_expert_source(std::shared_ptr<ExpertSource> source) = 0;
+    virtual std::shared_ptr<ExpertSource> expert_source() const = 0;
+    // Where the routed experts of the model's range lie in its file (for a source that reads
+    // them itself: src/streaming).
+    virtual ExpertFileLayout expert_layout() const = 0;
 
     ThreadPool& pool() { return pool_; }
 
@@ -165,6 +168,10 @@ struct OpenOptions {
     // Layers to hold; unset = the whole model. Parsed with LayerRange::parse once n_layer is
     // known (e.g. "0:20", "21:output").
     std::string layers = "";
+    // SSD streaming (docs/SSD_STREAMING.md): every tensor but the routed experts is read into
+    // memory (as Load::Copy), the routed experts are neither read nor mapped; the caller must
+    // set_expert_source() to a source that reads them (streaming::ExpertCache) before eval.
+    bool stream_experts = false;
 };
 
 // Opens a GGUF as the model family its general.architecture names ("deepseek4"). Throws

@@ -43,6 +43,10 @@ PROBES = [
     ("dist", "gguf/reader.h", False),
     ("dist", "model/model.h", False),
     ("server", "dist/protocol.h", False),
+    ("streaming", "model/expert_source.h", True),
+    ("streaming", "engine/engine.h", False),
+    ("model", "streaming/expert_cache.h", False),
+    ("engine", "streaming/expert_cache.h", False),
 ]
 
 

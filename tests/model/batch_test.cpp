@@ -190,7 +190,8 @@ TEST(Batch, RejectsBadBatchesBeforeChangingAnything) {
 class CheckingSource final : public model::ExpertSource {
 public:
     explicit CheckingSource(const Model& m) : m_(m) {}
-    void prepare(uint32_t layer, std::span<const int32_t> experts) override {
+    void prepare(uint32_t layer, std::span<const int32_t> experts, std::span<const int32_t> rows) override {
+        EXPECT_EQ(rows.size(), experts.size());
         EXPECT_EQ(open_, -1) << "layer " << layer << " prepared while layer " << open_ << " is open";
         EXPECT_TRUE(std::is_sorted(experts.begin(), experts.end()));
         EXPECT_TRUE(std::adjacent_find(experts.begin(), experts.end()) == experts.end());

@@ -27,8 +27,12 @@ int run(const Options& o) {
     frontiers(o.shape);  // flag errors before the (slow) load
     const int threads = resolve_threads(o.threads);
     auto model = model::open(o.model, {.threads = threads,
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
+                                       .stream_experts = o.streaming.enabled});
     const gguf::File& file = model->file();
+    const int64_t ctx = o.ctx > 0 ? o.ctx : context_needed(o.shape);
+    const auto streaming = streaming::attach(
+        *model, o.streaming, streaming::reserved_bytes(*model, {.ctx = ctx, .qat = o.qat}, o.sessions + 1));
 
     std::vector<int32_t> ids = file_ids;
     std::string source = o.token_ids;
@@ -46,7 +50,7 @@ int run(const Options& o) {
 
     SweepOptions so;
     so.shape = o.shape;
-    so.session.ctx = o.ctx > 0 ? o.ctx : context_needed(o.shape);
+    so.session.ctx = ctx;
     so.session.prefill_chunk = o.prefill_chunk;
     so.session.qat = o.qat;
     so.warmup = o.warmup;

@@ -68,6 +68,7 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
                  gguf::File::kCopyHelp)
         ->group("Runtime");
+    streaming::add_flags(app, o.streaming, "SSD streaming");
     app.footer(
         "Each row prefills only the tokens since the previous frontier (prefill_tokens) and times\n"
         "them; then, from a snapshot of the KV state, it times a greedy decode of --gen-tokens\n"
@@ -81,6 +82,13 @@ ParseResult parse_options(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         r.exit_code = app.exit(e);
+        return r;
+    }
+    try {
+        streaming::check(o.streaming);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "ds4-bench: %s\n", e.what());
+        r.exit_code = 2;
         return r;
     }
     if (o.prompt_file.empty() && o.token_ids.empty()) {

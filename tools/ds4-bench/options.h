@@ -8,6 +8,7 @@
 #include <string>
 
 #include "frontier.h"
+#include "streaming/options.h"
 
 namespace ds4::bench {
 
@@ -24,6 +25,7 @@ struct Options {
     int64_t warmup = 0;         // --warmup N: untimed prefill of N tokens first, then reset
     bool qat = true;            // --no-qat
     bool no_mmap = false;       // --no-mmap
+    streaming::Options streaming;  // --ssd-streaming*, --expert-profile
     std::string dump_probe_ids; // --dump-probe-ids FILE: each probe's greedy ids, one line per row
 };
 

@@ -17,6 +17,7 @@
 #include "model/context_check.h"
 #include "model/model.h"
 #include "server/http_server.h"
+#include "streaming/options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -31,6 +32,7 @@ struct Options {
     long long rewind_slack = 4096;
     bool qat = true;
     bool no_mmap = false;
+    ds4::streaming::Options streaming;
     ds4::server::ServerOptions server;
     std::string force_output;
 };
@@ -64,7 +66,8 @@ int run(const Options& o) {
     const int threads = ds4::resolve_threads(o.threads);
     auto model = ds4::model::open(
         o.model, {.threads = threads,
-                  .load = o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map});
+                  .load = o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map,
+                  .stream_experts = o.streaming.enabled});
     const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
     long long ctx = o.ctx;
     if (!o.ctx_given && ctx > 0 && uint64_t(ctx) > model->info().trained_ctx) {
@@ -77,6 +80,11 @@ int run(const Options& o) {
                                         .rewind_slack = o.rewind_slack};
     ds4::model::check_memory(*model, server_options.scheduler.session.sequence(),
                              server_options.scheduler.parallel, "--ctx with --parallel");
+    // The expert cache takes what is left after every slot's KV state (and a snapshot's).
+    const auto streaming = ds4::streaming::attach(
+        *model, o.streaming,
+        ds4::streaming::reserved_bytes(*model, server_options.scheduler.session.sequence(),
+                                       int64_t(server_options.scheduler.parallel) + 1));
     std::unique_ptr<ds4::server::ForcedOutputs> forced;
     if (!o.force_output.empty()) {
         forced = std::make_unique<ds4::server::ForcedOutputs>(o.force_output, *tok);
@@ -234,6 +242,7 @@ int main(int argc, char** argv) {
         ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
     app.add_flag("--no-mmap", o.no_mmap,
                  ds4::gguf::File::kCopyHelp);
+    ds4::streaming::add_flags(app, o.streaming, "SSD streaming");
     app.add_option("--test-force-output", o.force_output,
                    "TEST ONLY: JSON array of output texts; each request emits the next one "
                    "instead of sampling (docs/SERVER.md)")
@@ -247,6 +256,7 @@ int main(int argc, char** argv) {
         "thinking is off.\n"
         "Examples:\n"
         "  ds4-server -m ds4flash.gguf --ctx 100000\n"
+        "  ds4-server -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 16GB\n"
         "  curl http://127.0.0.1:8000/v1/models");
     try {
         app.parse(argc, argv);
@@ -255,6 +265,12 @@ int main(int argc, char** argv) {
     }
     o.model_given = model->count() > 0;
     o.ctx_given = ctx->count() > 0;
+    try {
+        ds4::streaming::check(o.streaming);
+    } catch (const ds4::Error& e) {
+        std::fprintf(stderr, "ds4-server: %s\n", e.what());
+        return 2;
+    }
     try {
         return run(o);
     } catch (const ds4::Error& e) {

@@ -1,5 +1,7 @@
 #include "eval.h"
 
+#include "generate.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,7 +11,6 @@
 
 #include "common/error.h"
 #include "common/file_io.h"
-#include "common/thread_count.h"
 #include "model/context_check.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -44,9 +45,8 @@ int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v
 
 int run_eval_tokens(const Options& o) {
     const std::vector<int32_t> ids = read_token_ids(o.token_ids);
-    const int threads = resolve_threads(o.threads);
-    auto model = model::open(o.model, {.threads = threads,
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+    std::unique_ptr<streaming::Attachment> st;
+    auto model = open_model(o, st);
     const int64_t V = model->info().n_vocab;
     model::check_trained_context(*model, o.ctx, "--ctx");
     model::Session s(*model, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});

@@ -19,6 +19,15 @@ namespace ds4::cli {
 
 int resolved_threads(const Options& o) { return resolve_threads(o.threads); }
 
+std::unique_ptr<model::Model> open_model(const Options& o, std::unique_ptr<streaming::Attachment>& st) {
+    auto model = model::open(o.model, {.threads = resolved_threads(o),
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
+                                       .stream_experts = o.streaming.enabled});
+    st = streaming::attach(*model, o.streaming,
+                           streaming::reserved_bytes(*model, {.ctx = o.ctx, .qat = o.qat}, 1));
+    return model;
+}
+
 sampling::SamplerParams sampler_params(const Options& o) {
     return {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p, .min_p = o.min_p,
             .seed = o.seed ? *o.seed
@@ -27,8 +36,8 @@ sampling::SamplerParams sampler_params(const Options& o) {
 
 int run_generate(const Options& o) {
     const std::string user = read_prompt(o);
-    auto model = model::open(o.model, {.threads = resolved_threads(o),
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+    std::unique_ptr<streaming::Attachment> st;
+    auto model = open_model(o, st);
     model::check_trained_context(*model, o.ctx, "--ctx");
     const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     if (o.thinking == chat::ThinkingMode::Max &&

@@ -71,8 +71,7 @@ const char* mode_name(chat::ThinkingMode m) {
 class Chat {
 public:
     Chat(const Options& o) : o_(o), ctx_(o.ctx), thinking_(o.thinking) {
-        model_ = model::open(o.model, {.threads = resolved_threads(o),
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+        model_ = open_model(o, streaming_);
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
         identity_ = model::identity(*model_);
         model::check_trained_context(*model_, ctx_, "--ctx");
@@ -267,6 +266,7 @@ private:
     const Options& o_;
     int64_t ctx_;
     chat::ThinkingMode thinking_;
+    std::unique_ptr<streaming::Attachment> streaming_;  // --ssd-streaming, --expert-profile
     std::unique_ptr<model::Model> model_;
     std::unique_ptr<tokenizer::Tokenizer> tok_;
     std::unique_ptr<engine::Engine> engine_;

@@ -73,6 +73,7 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
                  gguf::File::kCopyHelp)
         ->group("Evaluation");
+    streaming::add_flags(app, o.streaming, "SSD streaming");
     auto* prompt = app.add_option("-p,--prompt", o.prompt, "Prompt text (one-shot; without it: interactive chat)")->option_text("TEXT");
     auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
                             ->option_text("FILE");
@@ -126,12 +127,20 @@ ParseResult parse_options(int argc, char** argv) {
         "  ds4 -m models/default.gguf --inspect\n"
         "  ds4 --inspect ds4flash.gguf\n"
         "  ds4 -m models/default.gguf --token-ids ids.txt --dump-logits-f32 logits.f32\n"
+        "  ds4 -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 8GB -p \"Hello\"\n"
         "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
         "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.");
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         r.exit_code = app.exit(e);
+        return r;
+    }
+    try {
+        streaming::check(o.streaming);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "ds4: %s\n", e.what());
+        r.exit_code = 2;
         return r;
     }
     o.model_given = model->count() > 0;

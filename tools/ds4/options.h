@@ -7,6 +7,7 @@
 #include <string>
 
 #include "chat/render.h"
+#include "streaming/options.h"
 
 namespace ds4::cli {
 
@@ -27,6 +28,7 @@ struct Options {
     long long prefill_chunk = 512;  // --prefill-chunk (1 = token-by-token decode)
     bool qat = true;              // --no-qat turns the FP8/FP4 simulations off
     bool no_mmap = false;         // --no-mmap: weights read into (huge-page) memory
+    streaming::Options streaming; // --ssd-streaming*, --expert-profile
 
     // Prompt and --dump-tokens.
     std::string prompt;           // -p TEXT

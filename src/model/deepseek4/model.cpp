@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <type_traits>
 #include <variant>
@@ -79,6 +83,42 @@ bool tensor_in_range(const std::string& name, const model::LayerRange& r) {
     return true;
 }
 
+// The routed-expert tensors (SSD streaming leaves them on disk).
+bool is_routed_expert(const std::string& name) {
+    return name.ends_with("ffn_gate_exps.weight") || name.ends_with("ffn_up_exps.weight") ||
+           name.ends_with("ffn_down_exps.weight");
+}
+
+// Until the caller sets a source, a streaming model has no experts.
+class NoExperts final : public model::ExpertSource {
+public:
+    void prepare(uint32_t layer, std::span<const int32_t>, std::span<const int32_t>) override {
+        fail("layer {}: the model was opened for SSD streaming but no expert source is set", layer);
+    }
+    model::ExpertWeights expert(uint32_t layer, int32_t e) const override {
+        fail("layer {} expert {}: no expert source is set", layer, e);
+    }
+};
+
+// Bytes [at, at + n) of a file the load did not keep in memory.
+void read_exact(const std::string& path, uint64_t at, uint8_t* dst, size_t n) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+    size_t done = 0;
+    while (done < n) {
+        const ssize_t r = ::pread(fd, dst + done, n - done, off_t(at + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            const int e = r < 0 ? errno : 0;
+            ::close(fd);
+            fail("{}: read of {} bytes at byte {} failed: {}", path, n, at + done,
+                 e ? std::strerror(e) : "unexpected end of file");
+        }
+        done += size_t(r);
+    }
+    ::close(fd);
+}
+
 }  // namespace
 
 Model::Model(int threads) : model::Model(threads), ws_(std::make_unique<Workspace>()) {}
@@ -91,7 +131,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
     m->file_ = gguf::File::open(path, gguf::File::Load::Map);
     m->cfg_ = ModelConfig::from_gguf(*m->file_);
     const model::LayerRange range = model::LayerRange::parse(opt.layers, m->cfg_.n_layer);
-    if (opt.load == gguf::File::Load::Copy) {
+    if (opt.stream_experts) {
+        m->file_.reset();
+        m->file_ = gguf::File::open(path, gguf::File::Load::Copy, [range](const gguf::TensorInfo& t) {
+            return tensor_in_range(t.name, range) && !is_routed_expert(t.name);
+        });
+    } else if (opt.load == gguf::File::Load::Copy) {
         m->file_.reset();
         gguf::File::TensorFilter keep;
         if (!range.whole(m->cfg_.n_layer))
@@ -123,8 +168,17 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
             // A sample of the bytes (one page at each end) tells apart files of one layout
             // whose weights differ, e.g. two generator seeds.
             const size_t k = std::min<size_t>(64, t.n_bytes);
-            h.bytes(m->file_->data(t), k);
-            h.bytes(m->file_->data(t) + t.n_bytes - k, k);
+            if (m->file_->holds(t)) {
+                h.bytes(m->file_->data(t), k);
+                h.bytes(m->file_->data(t) + t.n_bytes - k, k);
+            } else {  // a streamed expert tensor: the same bytes, from the disk
+                uint8_t ends[128];
+                const uint64_t at = m->file_->data_offset() + t.offset;
+                read_exact(path, at, ends, k);
+                read_exact(path, at + t.n_bytes - k, ends + k, k);
+                h.bytes(ends, k);
+                h.bytes(ends + k, k);
+            }
         }
         m->layer_hash_[il] = h.done();
     }
@@ -136,6 +190,15 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
     m->rope_plain_ = std::make_unique<ops::Rope>(plain);
     m->rope_compressed_ = std::make_unique<ops::Rope>(compressed);
 
+    if (opt.stream_experts) {
+        // The matrices keep their type and shape (the MoE sublayer reads them), not the data.
+        for (uint32_t il = range.first; il <= range.last; ++il) {
+            LayerWeights& L = m->w_.layers[il];
+            for (ExpertMatrix* x : {&L.gate_exps, &L.up_exps, &L.down_exps}) x->all.data = nullptr;
+        }
+        m->experts_ = std::make_shared<NoExperts>();
+        return m;
+    }
     std::vector<model::LayerExperts> experts(c.n_layer);
     for (uint32_t il = range.first; il <= range.last; ++il) {
         const LayerWeights& L = m->w_.layers[il];
@@ -164,6 +227,35 @@ void Model::set_expert_source(std::shared_ptr<model::ExpertSource> source) {
     if (!source) fail("set_expert_source: no source");
     std::lock_guard lock(mu_);
     experts_ = std::move(source);
+}
+
+model::ExpertFileLayout Model::expert_layout() const {
+    model::ExpertFileLayout out;
+    out.path = file_->path();
+    out.file_size = file_->file_size();
+    out.n_expert = cfg_.n_expert;
+    out.n_expert_used = cfg_.n_expert_used;
+    out.layers.resize(cfg_.n_layer);
+    for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
+        model::ExpertFileLayout::Layer& L = out.layers[il];
+        L.held = true;
+        const char* names[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
+        const ExpertMatrix* mats[3] = {&w_.layers[il].gate_exps, &w_.layers[il].up_exps, &w_.layers[il].down_exps};
+        for (int k = 0; k < 3; ++k) {
+            const gguf::TensorInfo& t = file_->tensor(fmt::format("blk.{}.{}", il, names[k]));
+            model::ExpertTensorFile& p = L.parts[size_t(k)];
+            p.type = t.type;
+            p.rows_per_expert = mats[k]->rows_per_expert;
+            p.cols = mats[k]->all.cols;
+            p.row_bytes = mats[k]->all.row_bytes;
+            p.offset = file_->data_offset() + t.offset;
+            p.expert_bytes = uint64_t(p.rows_per_expert) * p.row_bytes;
+            if (p.expert_bytes * uint64_t(cfg_.n_expert) != t.n_bytes)
+                fail("{}: tensor {} holds {} bytes, not {} experts of {}", out.path, t.name, t.n_bytes,
+                     cfg_.n_expert, p.expert_bytes);
+        }
+    }
+    return out;
 }
 
 std::string describe(const gguf::File& f) {

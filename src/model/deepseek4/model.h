@@ -30,7 +30,9 @@ class Model final : public model::Model {
 public:
     // Opens, validates (metadata, and the shape/type of every tensor of the range) and binds
     // the tensors of opt.layers (all by default). With Load::Copy only the range's tensors are
-    // read into memory. Throws ds4::Error naming the file and the key or tensor.
+    // read into memory; with opt.stream_experts, only the range's non-routed tensors (the
+    // routed experts are served by the expert source the caller sets, which starts as one
+    // that refuses every expert). Throws ds4::Error naming the file and the key or tensor.
     static std::unique_ptr<Model> load(const std::string& path, const model::OpenOptions& opt = {});
     ~Model() override;
 
@@ -58,6 +60,8 @@ public:
     void load_state(std::span<const uint8_t> bytes, model::Sequence& seq,
                     std::vector<float>* logits = nullptr) const override;
     void set_expert_source(std::shared_ptr<model::ExpertSource> source) override;
+    std::shared_ptr<model::ExpertSource> expert_source() const override { return experts_; }
+    model::ExpertFileLayout expert_layout() const override;
 
 private:
     explicit Model(int threads);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <span>
 
 #include "common/error.h"
 #include "model/deepseek4/forward.h"
@@ -107,14 +108,19 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
             slots_of[size_t(e)].push_back(t * K + k);
         }
 
-    // The experts the rows chose, announced to the expert source before any of their products.
-    std::vector<int32_t> used;
+    // The experts the rows chose, announced to the expert source before any of their products,
+    // in groups of at most its capacity (one group unless a streaming cache is smaller than
+    // the call's distinct experts). Every product's result for a row is independent of the
+    // other jobs of its region, so grouping changes no bit.
+    std::vector<int32_t> used, used_rows;
     for (int64_t e = 0; e < E; ++e)
-        if (!slots_of[size_t(e)].empty()) used.push_back(int32_t(e));
+        if (!slots_of[size_t(e)].empty()) {
+            used.push_back(int32_t(e));
+            used_rows.push_back(int32_t(slots_of[size_t(e)].size()));
+        }
     model::ExpertSource& source = ctx.model.experts();
-    source.prepare(uint32_t(w.index), used);
+    const size_t group = std::max<size_t>(1, source.capacity());
     std::vector<model::ExpertWeights> ew(static_cast<size_t>(E));
-    for (int32_t e : used) ew[size_t(e)] = source.expert(uint32_t(w.index), e);
 
     const float clamp_exp = c.swiglu_clamp_exp.at(size_t(w.index));
     const float clamp_sh = c.swiglu_clamp_shexp.empty() ? clamp_exp : c.swiglu_clamp_shexp.at(size_t(w.index));
@@ -133,14 +139,20 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
     }
     const ops::Activations& v_exp = sc.v_exp;
 
-    // Gate and up of every used expert and of the shared expert, one parallel region.
     float* g = scratch.take(S * F);
     float* u = scratch.take(S * F);
     float* gs = scratch.take(n * FS);
     float* us = scratch.take(n * FS);
+    const TensorType t_down = quant::dot_type(w.down_exps.all.type), t_down_sh = quant::dot_type(w.down_shexp.type);
+    QuantRows& m_exp = sc.m_exp;
+    QuantRows& m_sh = sc.m_sh;
+    m_exp.resize(S, F, t_down);
+    m_sh.resize(n, FS, t_down_sh);
+    float* yk = scratch.take(S * D);
+    float* ysh = scratch.take(n * D);
     std::vector<const void*> act_ptrs;
     std::vector<float*> out_ptrs;
-    act_ptrs.reserve(size_t(2 * S + 2 * n));
+    act_ptrs.reserve(size_t(2 * S + 2 * n));  // add_job keeps pointers into these: no regrowth
     out_ptrs.reserve(size_t(2 * S + 2 * n));
     std::vector<ops::MatmulJob> jobs;
     auto add_job = [&](const ops::Matrix& W, auto act_of, auto out_of, int64_t count) {
@@ -151,52 +163,63 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
         }
         jobs.push_back({W, act_ptrs.data() + a0, out_ptrs.data() + a0, count});
     };
-    for (int64_t e = 0; e < E; ++e) {
-        const auto& sl = slots_of[size_t(e)];
-        if (sl.empty()) continue;
-        const int64_t m = int64_t(sl.size());
-        auto act_of = [&](int64_t i) { return v_exp.row(sl[size_t(i)] / K); };
-        add_job(ew[size_t(e)].gate, act_of, [&](int64_t i) { return &g[size_t(sl[size_t(i)] * F)]; }, m);
-        add_job(ew[size_t(e)].up, act_of, [&](int64_t i) { return &u[size_t(sl[size_t(i)] * F)]; }, m);
-    }
-    add_job(w.gate_shexp, [&](int64_t t) { return v_sh->row(t); }, [&](int64_t t) { return &gs[size_t(t * FS)]; }, n);
-    add_job(w.up_shexp, [&](int64_t t) { return v_sh->row(t); }, [&](int64_t t) { return &us[size_t(t * FS)]; }, n);
-    ops::matmul_jobs(jobs.data(), jobs.size(), ctx.pool);
+    std::vector<int64_t> swiglu_rows;  // slots, then S + t for the shared expert's rows
+    for (size_t g0 = 0; g0 < used.size(); g0 += group) {
+        const size_t g1 = std::min(used.size(), g0 + group);
+        const std::span<const int32_t> in_group(used.data() + g0, g1 - g0);
+        const bool first = g0 == 0;  // the shared expert runs with the first group
+        source.prepare(uint32_t(w.index), in_group, std::span<const int32_t>(used_rows.data() + g0, g1 - g0));
+        for (int32_t e : in_group) ew[size_t(e)] = source.expert(uint32_t(w.index), e);
 
-    // SwiGLU, then the inputs of the down projections in their dot type.
-    const TensorType t_down = quant::dot_type(w.down_exps.all.type), t_down_sh = quant::dot_type(w.down_shexp.type);
-    QuantRows& m_exp = sc.m_exp;
-    QuantRows& m_sh = sc.m_sh;
-    m_exp.resize(S, F, t_down);
-    m_sh.resize(n, FS, t_down_sh);
-    ctx.pool.parallel_for(S + n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-            if (i < S) {
-                swiglu(&g[size_t(i * F)], &u[size_t(i * F)], F, clamp_exp);
-                quant::quantize_activation(t_down, &g[size_t(i * F)], m_exp.row(i), F);
-            } else {
-                const int64_t t = i - S;
-                swiglu(&gs[size_t(t * FS)], &us[size_t(t * FS)], FS, clamp_sh);
-                quant::quantize_activation(t_down_sh, &gs[size_t(t * FS)], m_sh.row(t), FS);
-            }
+        // Gate and up of the group's experts (and of the shared expert), one parallel region.
+        jobs.clear();
+        act_ptrs.clear();
+        out_ptrs.clear();
+        swiglu_rows.clear();
+        for (int32_t e : in_group) {
+            const auto& sl = slots_of[size_t(e)];
+            const int64_t m = int64_t(sl.size());
+            auto act_of = [&](int64_t i) { return v_exp.row(sl[size_t(i)] / K); };
+            add_job(ew[size_t(e)].gate, act_of, [&](int64_t i) { return &g[size_t(sl[size_t(i)] * F)]; }, m);
+            add_job(ew[size_t(e)].up, act_of, [&](int64_t i) { return &u[size_t(sl[size_t(i)] * F)]; }, m);
+            swiglu_rows.insert(swiglu_rows.end(), sl.begin(), sl.end());
         }
-    });  // grain 1: a decode step's 7 rows (~50 us of expf) split over the threads
+        if (first) {
+            add_job(w.gate_shexp, [&](int64_t t) { return v_sh->row(t); }, [&](int64_t t) { return &gs[size_t(t * FS)]; }, n);
+            add_job(w.up_shexp, [&](int64_t t) { return v_sh->row(t); }, [&](int64_t t) { return &us[size_t(t * FS)]; }, n);
+            for (int64_t t = 0; t < n; ++t) swiglu_rows.push_back(S + t);
+        }
+        ops::matmul_jobs(jobs.data(), jobs.size(), ctx.pool);
 
-    // Down projections: routed outputs per slot, shared output per token.
-    float* yk = scratch.take(S * D);
-    float* ysh = scratch.take(n * D);
-    jobs.clear();
-    act_ptrs.clear();
-    out_ptrs.clear();
-    for (int64_t e = 0; e < E; ++e) {
-        const auto& sl = slots_of[size_t(e)];
-        if (sl.empty()) continue;
-        add_job(ew[size_t(e)].down, [&](int64_t i) { return m_exp.row(sl[size_t(i)]); },
-                [&](int64_t i) { return &yk[size_t(sl[size_t(i)] * D)]; }, int64_t(sl.size()));
+        // SwiGLU, then the inputs of the down projections in their dot type.
+        ctx.pool.parallel_for(int64_t(swiglu_rows.size()), [&](int64_t b, int64_t e) {
+            for (int64_t j = b; j < e; ++j) {
+                const int64_t i = swiglu_rows[size_t(j)];
+                if (i < S) {
+                    swiglu(&g[size_t(i * F)], &u[size_t(i * F)], F, clamp_exp);
+                    quant::quantize_activation(t_down, &g[size_t(i * F)], m_exp.row(i), F);
+                } else {
+                    const int64_t t = i - S;
+                    swiglu(&gs[size_t(t * FS)], &us[size_t(t * FS)], FS, clamp_sh);
+                    quant::quantize_activation(t_down_sh, &gs[size_t(t * FS)], m_sh.row(t), FS);
+                }
+            }
+        });  // grain 1: a decode step's 7 rows (~50 us of expf) split over the threads
+
+        // Down projections: routed outputs per slot, shared output per token.
+        jobs.clear();
+        act_ptrs.clear();
+        out_ptrs.clear();
+        for (int32_t e : in_group) {
+            const auto& sl = slots_of[size_t(e)];
+            add_job(ew[size_t(e)].down, [&](int64_t i) { return m_exp.row(sl[size_t(i)]); },
+                    [&](int64_t i) { return &yk[size_t(sl[size_t(i)] * D)]; }, int64_t(sl.size()));
+        }
+        if (first)
+            add_job(w.down_shexp, [&](int64_t t) { return m_sh.row(t); }, [&](int64_t t) { return &ysh[size_t(t * D)]; }, n);
+        ops::matmul_jobs(jobs.data(), jobs.size(), ctx.pool);
+        source.release(uint32_t(w.index));
     }
-    add_job(w.down_shexp, [&](int64_t t) { return m_sh.row(t); }, [&](int64_t t) { return &ysh[size_t(t * D)]; }, n);
-    ops::matmul_jobs(jobs.data(), jobs.size(), ctx.pool);
-    source.release(uint32_t(w.index));
 
     // Per token, in its selection order: F = sum_k w_k y_k, plus the shared expert; hc_post.
     ctx.pool.parallel_for(n, [&](int64_t b, int64_t e) {

@@ -1,0 +1,143 @@
+#include "streaming/options.h"
+
+#include <cstdio>
+
+#include "common/cli_checks.h"
+#include "common/error.h"
+#include "model/context_check.h"
+
+namespace ds4::streaming {
+
+void add_flags(CLI::App& app, Options& o, const std::string& group) {
+    app.add_flag("--ssd-streaming", o.enabled,
+                 "Keep the routed experts on disk: read them on demand into a bounded cache "
+                 "(models larger than memory; docs/SSD_STREAMING.md); everything else is read "
+                 "into memory")
+        ->group(group);
+    app.add_option("--ssd-streaming-cache-experts", o.cache_experts,
+                   "Expert cache size: N experts, or NGB / NMB of memory (whole experts of this "
+                   "file); default auto: what memory is left after the weights, KV and a margin")
+        ->option_text("N|NGB")
+        ->check(CLI::Validator([](std::string& s) { return budget_error(s); }, "N|NGB", "budget"))
+        ->group(group);
+    app.add_flag("--ssd-streaming-cold", o.cold, "Start with an empty expert cache (no preload; for measurements)")
+        ->group(group);
+    app.add_option("--ssd-streaming-preload", o.preload_file,
+                   "Seed the expert cache at startup with the most routed experts of an "
+                   "--expert-profile FILE")
+        ->option_text("FILE")
+        ->group(group);
+    app.add_option("--ssd-streaming-preload-experts", o.preload_experts,
+                   "With --ssd-streaming-preload: seed at most N experts (default: fill the cache)")
+        ->option_text("N")
+        ->check(cli_checks::at_least(0))
+        ->group(group);
+    app.add_flag("--ssd-streaming-direct", o.direct,
+                 "Read experts with O_DIRECT (bypass the page cache; buffered where refused)")
+        ->group(group);
+    app.add_flag("--ssd-streaming-no-read-ahead", [&o](int64_t) { o.read_ahead = false; },
+                 "Prefill reads only the experts a layer asks for (no background read of the next "
+                 "layer's experts)")
+        ->group(group);
+    app.add_option("--ssd-streaming-io-threads", o.io_threads,
+                   "Parallel reads of one layer's missing experts (default 4)")
+        ->option_text("N")
+        ->check(cli_checks::in_range(1, 64))
+        ->group(group);
+    app.add_option("--expert-profile", o.profile_out,
+                   "At exit, write per (layer, expert) routing counts and a cache simulation at "
+                   "several sizes as JSON (docs/SSD_STREAMING.md)")
+        ->option_text("FILE")
+        ->group(group);
+}
+
+void check(const Options& o) {
+    const bool tuned = o.cache_experts != "auto" || o.cold || o.preload_experts >= 0 || !o.preload_file.empty() ||
+                       o.direct || o.io_threads != 4 || !o.read_ahead;
+    if (tuned && !o.enabled)
+        fail("the --ssd-streaming-* options need --ssd-streaming");
+    if (o.preload_experts >= 0 && o.preload_file.empty())
+        fail("--ssd-streaming-preload-experts needs --ssd-streaming-preload FILE (the profile to rank experts by)");
+}
+
+int64_t reserved_bytes(const model::Model& m, const model::SequenceOptions& opt, int64_t sequences) {
+    // Scratch: the forward pass's per-chunk activations, a few hundred MiB at the default
+    // chunk of the Flash shape; 512 MiB covers them.
+    return m.sequence_bytes(opt) * std::max<int64_t>(1, sequences) + (int64_t(512) << 20);
+}
+
+Attachment::~Attachment() {
+    try {
+        if (cache_) std::fprintf(stderr, "%s\n", summary().c_str());
+        write_profile();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ds4: %s\n", e.what());
+    }
+}
+
+std::string Attachment::summary() const {
+    if (!cache_) return {};
+    const CacheStats& s = cache_->stats();
+    return fmt::format("ssd streaming: {} expert hits, {} misses (hit rate {:.1f}%), {} read ahead, {} evictions, "
+                       "read {} ({} bytes) in {:.2f} s ({:.2f} GB/s), waited {:.2f} s, at most {} of {} slots used",
+                       s.hits, s.misses, 100.0 * s.hit_rate(), s.read_ahead, s.evictions, human_bytes(s.bytes_read),
+                       s.bytes_read, s.read_seconds,
+                       s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0, s.wait_seconds,
+                       s.max_occupied, cache_->slots());
+}
+
+void Attachment::write_profile() {
+    if (!profile_ || profile_written_) return;
+    profile_written_ = true;
+    profile_->write(profile_path_, cache_ ? cache_->slots() : 0);
+}
+
+std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t reserved) {
+    check(o);
+    if (!o.enabled && o.profile_out.empty()) return nullptr;
+    auto a = std::unique_ptr<Attachment>(new Attachment());
+    const model::ExpertFileLayout layout = m.expert_layout();
+    std::shared_ptr<model::ExpertSource> source = m.expert_source();
+    if (o.enabled) {
+        // Slot geometry first (nothing is reserved until the count is known).
+        int64_t layers = 0;
+        for (const auto& L : layout.layers) layers += L.held ? 1 : 0;
+        if (layers == 0) fail("{}: --ssd-streaming: the model's layers hold no routed experts", layout.path);
+        const BudgetRequest req = parse_budget(o.cache_experts);
+        // A one-slot probe gives the slot size without reserving the cache.
+        uint64_t slot_bytes = 0, expert_bytes = 0;
+        {
+            ExpertCache probe(layout, {.slots = 1, .io_threads = 1});
+            slot_bytes = probe.slot_bytes();
+            expert_bytes = probe.expert_bytes();
+        }
+        const BudgetInputs in{.slot_bytes = slot_bytes, .expert_bytes = expert_bytes, .n_expert = layout.n_expert,
+                              .n_expert_used = layout.n_expert_used, .n_layers = layers,
+                              .available = model::available_memory(), .reserved = reserved};
+        a->budget_ = resolve_budget(req, in);
+        a->cache_ = std::make_shared<ExpertCache>(
+            layout, CacheOptions{.slots = a->budget_.slots, .io_threads = o.io_threads, .direct = o.direct,
+                         .read_ahead = o.read_ahead});
+        std::string line = describe(a->budget_, in);
+        if (o.direct && !a->cache_->direct()) line += "; O_DIRECT refused by the file system, buffered reads";
+        if (!o.preload_file.empty() && !o.cold) {
+            const int64_t n = o.preload_experts >= 0 ? o.preload_experts : a->budget_.slots;
+            const auto hot = hottest_experts(o.preload_file, int64_t(layout.layers.size()), layout.n_expert, n);
+            const int64_t loaded = a->cache_->preload(hot);
+            line += fmt::format("; preloaded {} experts from {}", loaded, o.preload_file);
+        } else if (!o.preload_file.empty()) {
+            line += "; cold start (no preload)";
+        }
+        std::fprintf(stderr, "%s\n", line.c_str());
+        source = a->cache_;
+    }
+    if (!o.profile_out.empty()) {
+        a->profile_ = std::make_shared<ProfilingSource>(source, layout);
+        a->profile_path_ = o.profile_out;
+        source = a->profile_;
+    }
+    m.set_expert_source(source);
+    return a;
+}
+
+}  // namespace ds4::streaming
