@@ -70,7 +70,10 @@ inline constexpr uint32_t kWorkInputHc = 0x1;       // a hidden state is attache
 inline constexpr uint32_t kWorkOutputLogits = 0x2;  // this stage must produce logits
 inline constexpr uint32_t kWorkResetSession = 0x4;  // drop the session's KV and hash first
 inline constexpr uint32_t kWorkAckOnly = 0x8;       // answer with an ACK, no payload
-inline constexpr uint32_t kWorkKnownFlags = 0xF;
+// Ours (not upstream's): with OUTPUT_LOGITS, the logits of every row of the span instead of the
+// last row only ([n_tokens][n_vocab]; --dump-logits-f32 over a pipeline needs them).
+inline constexpr uint32_t kWorkAllLogits = 0x10;
+inline constexpr uint32_t kWorkKnownFlags = 0x1F;
 // Route entry flags.
 inline constexpr uint32_t kRouteOutputLogits = 0x1;
 // Route-return record kinds.
