@@ -165,6 +165,11 @@ struct Telemetry {
 };
 
 enum class ResultKind : uint32_t { ack = 0, hidden_state = 1, logits = 2 };
+// RESULT status values (ours; the spec names only "a status error"): 0 done; 1 the worker's
+// state for the session does not match prefix_hash (recoverable: replay with RESET_SESSION).
+// Errors that are not recoverable travel as an ERROR frame with a message.
+inline constexpr uint32_t kStatusOk = 0;
+inline constexpr uint32_t kStatusStateMismatch = 1;
 
 // RESULT (4). telemetry_count = telemetry.size(), telemetry_bytes = 40 * telemetry_count,
 // payload_bytes = payload.size(). Checked on decode: kind is 0, 1 or 2; an ACK has no payload;

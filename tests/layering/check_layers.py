@@ -43,6 +43,11 @@ PROBES = [
     ("dist", "gguf/reader.h", False),
     ("dist", "model/model.h", False),
     ("server", "dist/protocol.h", False),
+    ("pipeline", "model/model.h", True),
+    ("pipeline", "dist/connection.h", True),
+    ("pipeline", "engine/engine.h", False),
+    ("model", "pipeline/worker.h", False),
+    ("dist", "pipeline/options.h", False),
 ]
 
 

@@ -12,6 +12,7 @@
 #include "common/thread_count.h"
 #include "model/context_check.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "model/session.h"
 
 namespace ds4::cli {
@@ -45,8 +46,8 @@ int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v
 int run_eval_tokens(const Options& o) {
     const std::vector<int32_t> ids = read_token_ids(o.token_ids);
     const int threads = resolve_threads(o.threads);
-    auto model = model::open(o.model, {.threads = threads,
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+    auto model = pipeline::open_model(o.model, {.threads = threads,
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map}, o.dist);
     const int64_t V = model->info().n_vocab;
     model::check_trained_context(*model, o.ctx, "--ctx");
     model::Session s(*model, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});

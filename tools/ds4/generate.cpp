@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "model/context_check.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "tokenizer/tokenizer.h"
 #include "tokens.h"
 #include "turn.h"
@@ -27,8 +28,8 @@ sampling::SamplerParams sampler_params(const Options& o) {
 
 int run_generate(const Options& o) {
     const std::string user = read_prompt(o);
-    auto model = model::open(o.model, {.threads = resolved_threads(o),
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+    auto model = pipeline::open_model(o.model, {.threads = resolved_threads(o),
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map}, o.dist);
     model::check_trained_context(*model, o.ctx, "--ctx");
     const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     if (o.thinking == chat::ThinkingMode::Max &&

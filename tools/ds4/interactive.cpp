@@ -22,6 +22,7 @@
 #include "model/context_check.h"
 #include "model/identity.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "model/state_file.h"
 #include "prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -71,8 +72,8 @@ const char* mode_name(chat::ThinkingMode m) {
 class Chat {
 public:
     Chat(const Options& o) : o_(o), ctx_(o.ctx), thinking_(o.thinking) {
-        model_ = model::open(o.model, {.threads = resolved_threads(o),
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map});
+        model_ = pipeline::open_model(o.model, {.threads = resolved_threads(o),
+                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map}, o.dist);
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
         identity_ = model::identity(*model_);
         model::check_trained_context(*model_, ctx_, "--ctx");

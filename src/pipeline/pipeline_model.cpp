@@ -1,0 +1,305 @@
+#include "pipeline/pipeline_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "common/error.h"
+
+namespace ds4::pipeline {
+
+// A sequence of the pipeline: the coordinator's own layers' state, the session id the workers
+// key their state by, and the token hash of what the route holds.
+class PipelineSequence final : public model::Sequence {
+public:
+    PipelineSequence(const PipelineModel& owner, std::unique_ptr<model::Sequence> local, model::SequenceOptions opt)
+        : Sequence(opt), owner_(owner), local_(std::move(local)) {
+        std::random_device rd;
+        session_ = uint64_t(rd()) << 32 | rd();
+    }
+    bool can_rewind(int64_t n) const override { return !dirty_ && local_->can_rewind(n); }
+    void rewind(int64_t n) override {
+        if (!can_rewind(n)) fail("cannot rewind the sequence to {} tokens", n);
+        local_->rewind(n);
+        tokens_.resize(size_t(n));
+        hash_ = dist::token_hash(dist::kTokenHashInit, tokens_);
+    }
+    void clear() override {
+        local_->clear();
+        tokens_.clear();
+        hash_ = dist::kTokenHashInit;
+        dirty_ = false;
+    }
+    int64_t state_bytes() const override { return local_->state_bytes(); }
+    int64_t state_bytes_used() const override { return local_->state_bytes_used(); }
+    std::unique_ptr<model::Sequence> clone() const override {
+        // A new timeline: its own session id, so the workers' state for this one is left alone
+        // (the first call on the clone replays its tokens).
+        auto c = std::make_unique<PipelineSequence>(owner_, local_->clone(), opt_);
+        c->tokens_ = tokens_;
+        c->hash_ = hash_;
+        c->dirty_ = dirty_;
+        return c;
+    }
+    void assign(const model::Sequence& other) override {
+        const auto* o = dynamic_cast<const PipelineSequence*>(&other);
+        if (!o || &o->owner_ != &owner_) fail("assign: a sequence of another model");
+        local_->assign(*o->local_);
+        tokens_ = o->tokens_;
+        hash_ = o->hash_;
+        dirty_ = o->dirty_;
+    }
+
+    const PipelineModel& owner_;
+    std::unique_ptr<model::Sequence> local_;
+    uint64_t session_ = 0;
+    uint64_t hash_ = dist::kTokenHashInit;
+    // The local state or the workers' may be ahead of tokens_ (a call failed half-way): the next
+    // call replays from position 0.
+    bool dirty_ = false;
+
+    void append(std::span<const int32_t> t, uint64_t hash) {
+        tokens_.insert(tokens_.end(), t.begin(), t.end());
+        hash_ = hash;
+    }
+};
+
+namespace {
+
+std::vector<uint8_t> float_bytes(const float* p, size_t n) {
+    std::vector<uint8_t> out(n * sizeof(float));
+    std::memcpy(out.data(), p, out.size());
+    return out;
+}
+
+std::string hop_name(const Hop& h) {
+    return fmt::format("{}:{} (layers {}{})", h.entry.host, h.entry.port, h.entry.layer_start,
+                       h.has_output ? ":output" : fmt::format(":{}", h.entry.layer_end));
+}
+
+}  // namespace
+
+PipelineModel::PipelineModel(std::unique_ptr<model::Model> local, const std::string& path,
+                             const model::OpenOptions& open, const DistOptions& dist)
+    : Model(1), local_(std::move(local)), info_(local_->info()), dist_(dist) {
+    if (!dist_.key_file.empty()) key_ = dist::load_key(dist_.key_file);
+    info_.range = model::LayerRange::all(info_.n_layer);
+    coord_ = std::make_unique<Coordinator>(local_->info(), dist_.listen_host, uint16_t(dist_.listen_port), key_,
+                                           dist_.debug);
+    const Route r = coord_->wait_for_route(dist_.route_timeout_s);
+    if (!r.worker_head && !local_->info().range.output) {
+        // No worker holds the output head: hold it here (the file must have it).
+        model::OpenOptions o = open;
+        o.layers = fmt::format("{}:output", info_.n_layer - 1);
+        try {
+            head_model_ = model::open(path, o);
+        } catch (const Error& e) {
+            fail("no worker holds the output head and the coordinator cannot load it: {}", e.what());
+        }
+        head_seq_ = head_model_->new_sequence({.ctx = 1});
+    }
+}
+
+PipelineModel::~PipelineModel() = default;
+
+std::unique_ptr<model::Sequence> PipelineModel::new_sequence(const model::SequenceOptions& opt) const {
+    for (const Hop& h : coord_->route().hops)
+        if (h.ctx_size < opt.ctx)
+            fail("the worker {} holds a context of {} tokens, less than {} (start it with --ctx {})", hop_name(h),
+                 h.ctx_size, opt.ctx, opt.ctx);
+    return std::make_unique<PipelineSequence>(*this, local_->new_sequence(opt), opt);
+}
+
+void PipelineModel::embed(model::Batch, float*) { fail("embed: a pipeline runs its stages through eval()"); }
+void PipelineModel::eval_layers(model::Batch, float*) {
+    fail("eval_layers: a pipeline runs its stages through eval()");
+}
+void PipelineModel::head(model::Batch, const float*) { fail("head: a pipeline runs its stages through eval()"); }
+
+std::vector<uint8_t> PipelineModel::save_state(const model::Sequence&, std::span<const float>) const {
+    fail("saving a session is not supported over a pipeline yet");
+}
+void PipelineModel::load_state(std::span<const uint8_t>, model::Sequence&, std::vector<float>*) const {
+    fail("loading a session is not supported over a pipeline yet");
+}
+
+void PipelineModel::eval(model::Batch b) {
+    // Everything is checked before anything runs, as the local models do.
+    for (const model::BatchItem& it : b) {
+        const auto* ps = dynamic_cast<const PipelineSequence*>(it.seq);
+        if (!ps || &ps->owner_ != this) fail("batch: a sequence of another model");
+        const int64_t n = int64_t(it.tokens.size());
+        if (n == 0) fail("batch: nothing to evaluate for a sequence");
+        if (ps->pos() + n > ps->options().ctx)
+            fail("context exceeded: {} tokens + {} new > context size {}", ps->pos(), n, ps->options().ctx);
+        for (int32_t t : it.tokens)
+            if (t < 0 || uint32_t(t) >= info_.n_vocab) fail("token id {} out of range [0, {})", t, info_.n_vocab);
+        if (it.want != model::Logits::None && !it.logits) fail("batch: logits wanted but no buffer");
+    }
+    std::lock_guard lk(mu_);
+    for (const model::BatchItem& it : b) eval_item(*static_cast<PipelineSequence*>(it.seq), it);
+}
+
+void PipelineModel::eval_item(PipelineSequence& ps, const model::BatchItem& it) {
+    if (ps.dirty_) replay(ps);
+    try {
+        run_span(ps, it.tokens, it.want, it.logits, false);
+        return;
+    } catch (const StateMismatch&) {
+    }
+    if (dist_.debug)
+        std::fprintf(stderr, "ds4: dist: a worker's state for session %016llx differs; replaying %zu tokens\n",
+                     (unsigned long long)ps.session_, ps.tokens().size());
+    replay(ps);
+    try {
+        run_span(ps, it.tokens, it.want, it.logits, false);
+    } catch (const StateMismatch&) {
+        ps.dirty_ = true;
+        fail("a worker's state still differs after replaying the session");
+    }
+}
+
+void PipelineModel::replay(PipelineSequence& ps) {
+    const std::vector<int32_t> history = ps.tokens();
+    ps.clear();
+    ps.dirty_ = true;
+    if (!history.empty()) {
+        try {
+            run_span(ps, history, model::Logits::None, nullptr, true);
+        } catch (const StateMismatch&) {
+            fail("a worker refused the replay of session {:016x}", ps.session_);
+        }
+    }
+    ps.dirty_ = false;
+}
+
+dist::Result PipelineModel::exchange(const Route& route, const dist::Work& w) {
+    const Hop& first = route.hops.front();
+    if (!data_ || !data_->open() || data_generation_ != route.generation) {
+        data_.reset();
+        dist::Socket s = dist::connect_to(first.entry.host, uint16_t(first.entry.port));
+        dist::authenticate_connector(s, key_, dist::Channel::data);
+        data_ = std::make_unique<dist::Connection>(std::move(s));
+        data_generation_ = route.generation;
+    }
+    data_->send(dist::encode(w));
+    dist::Message m = data_->recv_message();
+    if (auto* e = std::get_if<dist::ErrorFrame>(&m)) fail("{}", e->message);
+    auto* r = std::get_if<dist::Result>(&m);
+    if (!r) {
+        data_->fail_and_close("expected RESULT");
+        fail("the worker {} answered WORK with a {} frame", hop_name(first), "non-RESULT");
+    }
+    if (r->request_id != w.request_id)
+        fail("the worker {} answered request {} with request {}", hop_name(first), w.request_id, r->request_id);
+    return std::move(*r);
+}
+
+void PipelineModel::run_span(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want, float* logits,
+                             bool reset) {
+    const int64_t n = int64_t(tokens.size()), H = info_.hidden_size, V = info_.n_vocab;
+    const int64_t chunk = dist_.prefill_chunk > 0 ? dist_.prefill_chunk : n;
+    for (int64_t b = 0; b < n; b += chunk) {
+        const int64_t len = std::min(chunk, n - b);
+        const auto part = tokens.subspan(size_t(b), size_t(len));
+        const bool last = b + len == n;
+        const bool rows = want == model::Logits::All || (want == model::Logits::Last && last);
+        float* out = want == model::Logits::All ? logits + b * V : logits;
+        const model::Logits part_want = rows ? (want == model::Logits::All ? model::Logits::All : model::Logits::Last)
+                                             : model::Logits::None;
+        const Route route = coord_->route();  // "route incomplete" before any work
+        ps.dirty_ = true;
+        model::BatchItem li{ps.local_.get(), part, part_want, out};
+        std::vector<float> hidden(static_cast<size_t>(len * H));
+        local_->embed(model::Batch(&li, 1), hidden.data());
+        local_->eval_layers(model::Batch(&li, 1), hidden.data());
+        const uint64_t after = dist::token_hash(ps.hash_, part);
+        if (route.hops.empty()) {  // the coordinator holds the whole model
+            if (rows) local_->head(model::Batch(&li, 1), hidden.data());
+            ps.append(part, after);
+            ps.dirty_ = false;
+            continue;
+        }
+        dist::Work w;
+        w.model_id = model_id(info_);
+        w.session_id = ps.session_;
+        w.request_id = next_request_++;
+        w.prefix_hash = ps.hash_;
+        w.result_hash = after;
+        w.pos0 = uint32_t(ps.pos());
+        w.layer_start = route.hops[0].entry.layer_start;
+        w.layer_end = route.hops[0].entry.layer_end;
+        w.flags = dist::kWorkInputHc | (reset && b == 0 ? dist::kWorkResetSession : 0);
+        if (!rows) w.flags |= dist::kWorkAckOnly;
+        else if (route.worker_head)
+            w.flags |= dist::kWorkOutputLogits | (want == model::Logits::All ? dist::kWorkAllLogits : 0);
+        w.input_hc_bits = 32;
+        w.tokens.assign(part.begin(), part.end());
+        w.input_hc = float_bytes(hidden.data(), hidden.size());
+        w.route = route.entries();
+        w.route_return = dist::RouteReturn{dist::kRouteReturnUpstream, "", 0};
+        dist::Result r;
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            r = exchange(route, w);
+        } catch (const dist::TransportError& e) {
+            data_.reset();
+            fail("route incomplete: {}", e.what());
+        } catch (const dist::ProtocolError& e) {
+            data_.reset();
+            fail("route incomplete: {}", e.what());
+        }
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        if (dist_.debug) {
+            std::fprintf(stderr, "ds4: dist: pos %u n %zu: round trip %.0f us\n", w.pos0, w.tokens.size(), us);
+            for (const dist::Telemetry& t : r.telemetry)
+                std::fprintf(stderr,
+                             "ds4: dist:   hop %u layers %u:%u pos %u n %u: eval %u us, downstream wait %u us, "
+                             "forward send %u us, in %u B, out %u B\n",
+                             t.route_index, t.layer_start, t.layer_end, t.pos0, t.n_tokens, t.eval_usec,
+                             t.downstream_wait_usec, t.forward_send_usec, t.input_bytes, t.output_bytes);
+        }
+        if (r.status == dist::kStatusStateMismatch) throw StateMismatch{};
+        if (r.status != dist::kStatusOk) fail("the route answered with status {}", r.status);
+        if (r.result_hash != after) fail("the route answered for another token prefix (result hash differs)");
+        if (!rows) {
+            if (r.kind != dist::ResultKind::ack) fail("the route answered an ACK-only request with a payload");
+        } else if (route.worker_head) {
+            const int64_t want_rows = want == model::Logits::All ? len : 1;
+            if (r.kind != dist::ResultKind::logits || int64_t(r.payload.size()) != want_rows * V * 4)
+                fail("the route returned {} bytes of logits; expected {} rows of {}", r.payload.size(), want_rows, V);
+            std::memcpy(out, r.payload.data(), r.payload.size());
+        } else {
+            if (r.kind != dist::ResultKind::hidden_state || r.payload_bits != 32 ||
+                int64_t(r.payload.size()) != len * H * 4)
+                fail("the route returned {} bytes of hidden state; expected {} rows of {}", r.payload.size(), len, H);
+            std::vector<float> last_hidden(static_cast<size_t>(len * H));
+            std::memcpy(last_hidden.data(), r.payload.data(), r.payload.size());
+            model::BatchItem hi{head_seq_.get(), part, part_want, out};
+            head_model_->head(model::Batch(&hi, 1), last_hidden.data());
+        }
+        ps.append(part, after);
+        ps.dirty_ = false;
+    }
+}
+
+std::unique_ptr<model::Model> open_model(const std::string& path, const model::OpenOptions& open,
+                                         const DistOptions& dist) {
+    if (const std::string why = dist_options_error(dist); !why.empty()) fail("{}", why);
+    switch (dist.role) {
+        case Role::none:
+            return model::open(path, open);
+        case Role::worker:
+            fail("--role worker serves layers; it runs no front end");
+        case Role::coordinator:
+            break;
+    }
+    model::OpenOptions o = open;
+    o.layers = dist.layers;
+    auto local = model::open(path, o);
+    return std::make_unique<PipelineModel>(std::move(local), path, open, dist);
+}
+
+}  // namespace ds4::pipeline

@@ -1,0 +1,349 @@
+#include "pipeline/worker.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/error.h"
+#include "dist/auth.h"
+#include "dist/connection.h"
+#include "dist/protocol.h"
+#include "pipeline/coordinator.h"
+
+namespace ds4::pipeline {
+namespace {
+
+// Sessions a worker keeps; the least recently used beyond this are dropped (a coordinator that
+// comes back to one replays it).
+constexpr size_t kMaxSessions = 8;
+
+using clock_type = std::chrono::steady_clock;
+uint32_t usec_since(clock_type::time_point t0) {
+    return uint32_t(std::min<int64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count(), UINT32_MAX));
+}
+
+struct Session {
+    std::mutex mu;
+    std::unique_ptr<model::Sequence> seq;
+    uint64_t hash = dist::kTokenHashInit;
+};
+
+class Worker {
+public:
+    explicit Worker(const WorkerOptions& o) : opt_(o) {
+        if (!o.dist.key_file.empty()) key_ = dist::load_key(o.dist.key_file);
+        model::OpenOptions open = o.open;
+        open.layers = o.dist.layers;
+        model_ = model::open(o.model_path, open);
+        const auto& info = model_->info();
+        if (info.range.first == 0)
+            fail("--role worker holds layers {}; layer 0 (the embedding) belongs to the coordinator",
+                 info.range.str());
+        const std::string host = o.dist.listen_host.empty() ? "0.0.0.0" : o.dist.listen_host;
+        const uint16_t port = o.dist.listen_port < 0 ? 0 : uint16_t(o.dist.listen_port);
+        listener_ = std::make_unique<dist::Listener>(host, port);
+        if (!key_.enabled() && !dist::is_loopback(host))
+            std::fprintf(stderr,
+                         "ds4: warning: worker listening on %s without --dist-key: anyone who can reach port %u "
+                         "can send it work and read hidden states\n",
+                         host.c_str(), unsigned(listener_->port()));
+        std::fprintf(stderr, "ds4: worker layers %s, data port %s:%u, coordinator %s:%d\n", info.range.str().c_str(),
+                     host.c_str(), unsigned(listener_->port()), o.dist.coordinator_host.c_str(),
+                     o.dist.coordinator_port);
+    }
+
+    int run() {
+        std::thread control([this] { control_loop(); });
+        for (;;) {
+            dist::Socket s;
+            try {
+                s = listener_->accept();
+            } catch (const dist::TransportError&) {
+                break;  // shut down by a fatal control error
+            }
+            auto sp = std::make_shared<dist::Socket>(std::move(s));
+            std::thread([this, sp] { serve_data(std::move(*sp)); }).detach();
+        }
+        control.join();
+        std::fprintf(stderr, "ds4: %s\n", fatal_.c_str());
+        return 1;
+    }
+
+private:
+    dist::Hello hello() const {
+        const auto& info = model_->info();
+        dist::Hello h;
+        h.model_id = model_id(info);
+        h.layer_start = info.range.first;
+        h.layer_end = info.range.last;
+        h.has_output = info.range.output;
+        h.has_hidden = true;
+        h.ctx_size = uint32_t(std::min<int64_t>(opt_.seq.ctx, UINT32_MAX));
+        h.n_layers = info.n_layer;
+        h.listen_port = listener_->port();
+        h.model_name = model_family(info);
+        return h;
+    }
+
+    // Registers, and again whenever the coordinator goes away; returns on a fatal refusal.
+    void control_loop() {
+        const auto& d = opt_.dist;
+        bool waiting_noted = false;
+        for (;;) {
+            try {
+                dist::Socket s = dist::connect_to(d.coordinator_host, uint16_t(d.coordinator_port));
+                dist::authenticate_connector(s, key_, dist::Channel::control);
+                dist::Connection c(std::move(s));
+                c.send(dist::encode(hello()));
+                std::fprintf(stderr, "ds4: registered with the coordinator at %s:%d\n", d.coordinator_host.c_str(),
+                             d.coordinator_port);
+                waiting_noted = false;
+                for (;;) {
+                    const dist::Message m = c.recv_message();
+                    if (const auto* e = std::get_if<dist::ErrorFrame>(&m)) return stop(e->message);
+                }
+            } catch (const dist::AuthError& e) {
+                return stop(e.what());
+            } catch (const dist::TransportError& e) {
+                if (!waiting_noted)
+                    std::fprintf(stderr, "ds4: coordinator at %s:%d not reachable (%s); retrying\n",
+                                 d.coordinator_host.c_str(), d.coordinator_port, e.what());
+                waiting_noted = true;
+            } catch (const Error& e) {
+                std::fprintf(stderr, "ds4: control connection: %s; registering again\n", e.what());
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    }
+
+    void stop(const std::string& why) {
+        fatal_ = why;
+        listener_->shutdown();
+    }
+
+    std::shared_ptr<Session> session(uint64_t id) {
+        std::lock_guard lk(sessions_mu_);
+        auto it = sessions_.find(id);
+        if (it != sessions_.end()) {
+            lru_.remove(id);
+            lru_.push_front(id);
+            return it->second;
+        }
+        while (sessions_.size() >= kMaxSessions) {
+            sessions_.erase(lru_.back());
+            lru_.pop_back();
+        }
+        auto s = std::make_shared<Session>();
+        s->seq = model_->new_sequence(opt_.seq);
+        sessions_[id] = s;
+        lru_.push_front(id);
+        return s;
+    }
+
+    void serve_data(dist::Socket s) {
+        const std::string peer = s.peer();
+        try {
+            dist::authenticate_acceptor(s, key_, dist::Channel::data);
+        } catch (const Error& e) {
+            std::fprintf(stderr, "ds4: data connection: %s\n", e.what());
+            return;
+        }
+        dist::Connection up(std::move(s));
+        std::unique_ptr<dist::Connection> down;
+        for (;;) {
+            dist::Message m;
+            try {
+                m = up.recv_message();
+            } catch (const dist::TransportError&) {
+                return;  // the upstream side closed
+            } catch (const Error& e) {
+                std::fprintf(stderr, "ds4: data connection: %s\n", e.what());
+                return;
+            }
+            auto* w = std::get_if<dist::Work>(&m);
+            if (!w) {
+                up.fail_and_close("expected WORK on a data connection");
+                return;
+            }
+            try {
+                up.send(handle(*w, down));
+            } catch (const dist::TransportError&) {
+                return;
+            } catch (const Error& e) {
+                try {
+                    up.send(dist::encode(dist::ErrorFrame{e.what()}));
+                } catch (const Error&) {
+                    return;
+                }
+            }
+        }
+    }
+
+    std::string range_name() const { return model_->info().range.str(); }
+
+    // One WORK: the encoded answer (RESULT, or ERROR for a request this worker cannot run).
+    std::vector<uint8_t> handle(dist::Work& w, std::unique_ptr<dist::Connection>& down) {
+        const auto t_in = clock_type::now();
+        const auto& info = model_->info();
+        const int64_t n = int64_t(w.tokens.size()), H = info.hidden_size, V = info.n_vocab;
+        const std::string me = fmt::format("worker layers {}", range_name());
+        if (w.model_id != model_id(info)) fail("{}: WORK for another model (id {:08x})", me, w.model_id);
+        if (w.layer_start != info.range.first || w.layer_end != info.range.last)
+            fail("{}: WORK for layers {}:{}", me, w.layer_start, w.layer_end);
+        if (!w.route.empty()) {
+            const auto& e = w.route[w.route_index];
+            if (e.layer_start != w.layer_start || e.layer_end != w.layer_end)
+                fail("{}: the route's entry {} is layers {}:{}", me, w.route_index, e.layer_start, e.layer_end);
+            if (w.route_return && w.route_return->kind != dist::kRouteReturnUpstream)
+                fail("{}: unsupported route return kind {}", me, w.route_return->kind);
+        }
+        const bool has_next = w.route_index + 1 < w.route.size();
+        if (!(w.flags & dist::kWorkInputHc)) fail("{}: WORK without a hidden state", me);
+        if (w.input_hc_bits != 32)
+            fail("{}: {}-bit hidden states are not supported yet (32 only)", me, w.input_hc_bits);
+        if (int64_t(w.input_hc.size()) != n * H * 4)
+            fail("{}: the hidden state is {} bytes; this model's is {} tokens x {} floats = {} bytes", me,
+                 w.input_hc.size(), n, H, n * H * 4);
+        const bool ack_only = w.flags & dist::kWorkAckOnly;
+        const bool want_logits = (w.flags & dist::kWorkOutputLogits) && !ack_only;
+        if (want_logits && !has_next && !info.range.output)
+            fail("{}: logits asked of a worker without the output head", me);
+        if ((w.flags & dist::kWorkAllLogits) && !(w.flags & dist::kWorkOutputLogits))
+            fail("{}: ALL_LOGITS without OUTPUT_LOGITS", me);
+        if (dist::token_hash(w.prefix_hash, w.tokens) != w.result_hash)
+            fail("{}: result_hash is not the hash of prefix and tokens", me);
+
+        auto sess = session(w.session_id);
+        std::lock_guard lk(sess->mu);
+        model::Sequence& seq = *sess->seq;
+        if ((w.flags & dist::kWorkResetSession) || w.pos0 == 0) {
+            seq.clear();
+            sess->hash = dist::kTokenHashInit;
+        }
+        dist::Telemetry tel{info.range.first, info.range.last, w.route_index, w.pos0, uint32_t(n), 0, 0, 0,
+                            uint32_t(std::min<size_t>(w.input_hc.size(), UINT32_MAX)), 0};
+        bool match = false;
+        if (seq.pos() == int64_t(w.pos0)) {
+            match = sess->hash == w.prefix_hash;
+        } else if (seq.pos() > int64_t(w.pos0) && seq.can_rewind(w.pos0)) {
+            const auto& t = seq.tokens();
+            if (dist::token_hash(dist::kTokenHashInit, std::span<const int32_t>(t.data(), w.pos0)) == w.prefix_hash) {
+                seq.rewind(w.pos0);
+                sess->hash = w.prefix_hash;
+                match = true;
+            }
+        }
+        if (!match) {
+            dist::Result r;
+            r.request_id = w.request_id;
+            r.result_hash = w.result_hash;
+            r.status = dist::kStatusStateMismatch;
+            r.telemetry = {tel};
+            return dist::encode(r);
+        }
+        if (seq.pos() + n > seq.options().ctx)
+            fail("{}: context exceeded: {} tokens + {} new > the worker's context of {} (raise its --ctx)", me,
+                 seq.pos(), n, seq.options().ctx);
+
+        std::vector<float> hidden(static_cast<size_t>(n * H));
+        std::memcpy(hidden.data(), w.input_hc.data(), w.input_hc.size());
+        const auto t_eval = clock_type::now();
+        model::BatchItem it{&seq, w.tokens};
+        model_->eval_layers(model::Batch(&it, 1), hidden.data());
+        sess->hash = w.result_hash;
+        tel.eval_usec = usec_since(t_eval);
+
+        if (has_next) {
+            const dist::RouteEntry& next = w.route[w.route_index + 1];
+            dist::Work f = w;
+            f.route_index = w.route_index + 1;
+            f.layer_start = next.layer_start;
+            f.layer_end = next.layer_end;
+            f.input_hc.resize(hidden.size() * 4);
+            std::memcpy(f.input_hc.data(), hidden.data(), f.input_hc.size());
+            const std::string where = fmt::format("{}:{}", next.host, next.port);
+            dist::Message m;
+            try {
+                if (!down || !down->open() || down->peer() != where) {
+                    down.reset();
+                    dist::Socket s = dist::connect_to(next.host, uint16_t(next.port));
+                    dist::authenticate_connector(s, key_, dist::Channel::data);
+                    down = std::make_unique<dist::Connection>(std::move(s));
+                }
+                const auto t_send = clock_type::now();
+                down->send(dist::encode(f));
+                tel.forward_send_usec = usec_since(t_send);
+                tel.output_bytes = uint32_t(std::min<size_t>(f.input_hc.size(), UINT32_MAX));
+                const auto t_wait = clock_type::now();
+                m = down->recv_message();
+                tel.downstream_wait_usec = usec_since(t_wait);
+            } catch (const Error& e) {
+                down.reset();
+                fail("route incomplete: the next hop {} (layers {}:{}) failed: {}", where, next.layer_start,
+                     next.layer_end, e.what());
+            }
+            if (auto* e = std::get_if<dist::ErrorFrame>(&m)) return dist::encode(*e);  // relayed as it is
+            auto* r = std::get_if<dist::Result>(&m);
+            if (!r || r->request_id != w.request_id) {
+                down.reset();
+                fail("route incomplete: the next hop {} answered out of turn", where);
+            }
+            r->telemetry.push_back(tel);
+            (void)t_in;
+            return dist::encode(*r);
+        }
+
+        dist::Result r;
+        r.request_id = w.request_id;
+        r.result_hash = w.result_hash;
+        if (ack_only) {
+            r.kind = dist::ResultKind::ack;
+        } else if (want_logits) {
+            const bool all = w.flags & dist::kWorkAllLogits;
+            std::vector<float> logits(static_cast<size_t>((all ? n : 1) * V));
+            model::BatchItem hi{&seq, w.tokens, all ? model::Logits::All : model::Logits::Last, logits.data()};
+            const auto t_head = clock_type::now();
+            model_->head(model::Batch(&hi, 1), hidden.data());
+            tel.eval_usec += usec_since(t_head);
+            r.kind = dist::ResultKind::logits;
+            r.payload_bits = 32;
+            r.payload.resize(logits.size() * 4);
+            std::memcpy(r.payload.data(), logits.data(), r.payload.size());
+        } else {
+            r.kind = dist::ResultKind::hidden_state;
+            r.payload_bits = 32;
+            r.payload.resize(hidden.size() * 4);
+            std::memcpy(r.payload.data(), hidden.data(), r.payload.size());
+        }
+        tel.output_bytes = uint32_t(std::min<size_t>(r.payload.size(), UINT32_MAX));
+        r.telemetry = {tel};
+        return dist::encode(r);
+    }
+
+    WorkerOptions opt_;
+    dist::DistKey key_;
+    std::unique_ptr<model::Model> model_;
+    std::unique_ptr<dist::Listener> listener_;
+    std::string fatal_;
+    std::mutex sessions_mu_;
+    std::map<uint64_t, std::shared_ptr<Session>> sessions_;
+    std::list<uint64_t> lru_;
+};
+
+}  // namespace
+
+int run_worker(const WorkerOptions& o) {
+    if (const std::string why = dist_options_error(o.dist); !why.empty()) fail("{}", why);
+    Worker w(o);
+    return w.run();
+}
+
+}  // namespace ds4::pipeline

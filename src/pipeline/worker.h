@@ -1,0 +1,33 @@
+// A pipeline worker (docs/DISTRIBUTED.md, "Worker"): holds a contiguous range of layers,
+// registers with the coordinator (HELLO on a control connection; retried while the coordinator
+// is down, again whenever the connection drops), and serves WORK on its data port.
+//
+// Per session id it keeps a Sequence and the token hash of what that sequence holds. A WORK is
+// run only when its prefix_hash is the hash of the sequence's first pos0 tokens (rewinding to
+// pos0 first when the sequence is ahead and can rewind); otherwise the answer is a RESULT with
+// kStatusStateMismatch and nothing changes, and the coordinator replays. RESET_SESSION (or
+// pos0 = 0) starts the session over. After its layers the worker forwards the hidden state to
+// the next hop of the route and relays that hop's RESULT upstream with its own telemetry
+// record appended, or, as the last hop, answers with the logits, the hidden state or an ACK.
+#pragma once
+
+#include <string>
+
+#include "model/model.h"
+#include "pipeline/options.h"
+
+namespace ds4::pipeline {
+
+struct WorkerOptions {
+    std::string model_path;
+    model::OpenOptions open;      // threads, load; layers come from dist.layers
+    model::SequenceOptions seq;   // ctx (HELLO's ctx_size), qat
+    DistOptions dist;
+};
+
+// Runs until the process is stopped; returns non-zero (after printing why) when the worker
+// cannot serve: the coordinator refused the registration (another model, overlapping layers),
+// the keys differ, or the data port cannot be opened.
+int run_worker(const WorkerOptions& o);
+
+}  // namespace ds4::pipeline
