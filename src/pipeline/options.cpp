@@ -66,6 +66,7 @@ void add_dist_flags(CLI::App& app, DistOptions& o) {
     app.add_option("--dist-route-timeout", o.route_timeout_s,
                    "Seconds the coordinator waits for workers to cover every layer (default 300)")
         ->check(CLI::Range(0.0, 1e9))
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->option_text("SEC")
         ->group("Distributed");
     app.add_flag("--debug", o.debug, "Pipeline: print route formation and per-hop telemetry")->group("Distributed");
