@@ -3,7 +3,8 @@
 // several chunkings and decode positions, the output head on a worker or on the coordinator)
 // and the same greedy text; a wrong or one-sided --dist-key, overlapping or missing layer
 // ranges and another model fail with clear messages on both sides; a killed worker makes the
-// coordinator fail with "route incomplete" within a bound. In-process, the PipelineModel keeps
+// coordinator fail with "route incomplete" within a bound; ds4-bench as the coordinator probes
+// the same greedy ids. In-process, the PipelineModel keeps
 // the workers consistent through rewind, clear and a worker restart (replay).
 //
 // Every process runs with a time limit and is killed at the end; ports are picked free.
@@ -307,6 +308,31 @@ TEST_F(DistPipeline, RewindClearAndARestartedWorkerStayConsistent) {
     s.truncate(40);  // what the failed call left is dropped
     s.eval(rest, &got);
     EXPECT_EQ(got, ref60);
+}
+
+// ds4-bench as the coordinator: its snapshot / restore of the KV state at every frontier (clone,
+// assign: the worker rewinds) gives the probes' greedy ids of one process.
+TEST_F(DistPipeline, BenchProbesEqualOneProcess) {
+    const std::string ids = file("ids600.txt");
+    oracle::write_token_ids(ids, oracle::random_token_ids(300, 512, 13));
+    const std::vector<std::string> common = {"-m", model_, "-t", "1", "--token-ids", ids, "--ctx-start", "64",
+                                             "--ctx-max", "256", "--step-incr", "64", "--gen-tokens", "6"};
+    std::vector<std::string> one = {oracle::binary("ds4-bench")};
+    one.insert(one.end(), common.begin(), common.end());
+    one.insert(one.end(), {"--dump-probe-ids", file("probes1.txt")});
+    Proc ref(one, file("b1.out"), file("b1.err"));
+    ASSERT_EQ(ref.wait(60), 0) << ref.err();
+    const uint16_t port = free_port();
+    auto w = worker("w", "3:output", port);
+    std::vector<std::string> co = {oracle::binary("ds4-bench")};
+    co.insert(co.end(), common.begin(), common.end());
+    co.insert(co.end(), {"--dump-probe-ids", file("probes2.txt"), "--role", "coordinator", "--layers", "0:2",
+                         "--listen", "127.0.0.1", std::to_string(port)});
+    Proc c(co, file("b2.out"), file("b2.err"));
+    ASSERT_EQ(c.wait(60), 0) << c.err();
+    const std::string want = slurp(file("probes1.txt"));
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(slurp(file("probes2.txt")), want);
 }
 
 // Greedy text through the chat front end, with the real vocabulary and template.

@@ -68,6 +68,7 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
                  gguf::File::kCopyHelp)
         ->group("Runtime");
+    pipeline::add_dist_flags(app, o.dist);
     app.footer(
         "Each row prefills only the tokens since the previous frontier (prefill_tokens) and times\n"
         "them; then, from a snapshot of the KV state, it times a greedy decode of --gen-tokens\n"

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "frontier.h"
+#include "pipeline/options.h"
 
 namespace ds4::bench {
 
@@ -25,6 +26,7 @@ struct Options {
     bool qat = true;            // --no-qat
     bool no_mmap = false;       // --no-mmap
     std::string dump_probe_ids; // --dump-probe-ids FILE: each probe's greedy ids, one line per row
+    pipeline::DistOptions dist; // --role coordinator ...: measure over a pipeline (waits for the route)
 };
 
 struct ParseResult {
