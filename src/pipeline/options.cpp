@@ -63,6 +63,12 @@ void add_dist_flags(CLI::App& app, DistOptions& o) {
                    "Tokens per pipeline request (default 0: each evaluation call's tokens at once)")
         ->check(cli_checks::at_least(0))
         ->group("Distributed");
+    app.add_option("--dist-activation-bits", o.activation_bits,
+                   "Hidden states on the wire: 32 (f32, exact), 16 (IEEE f16) or 8 (FP8 E4M3, saturating at "
+                   "240); set on the coordinator (default 32)")
+        ->check(CLI::IsMember({32u, 16u, 8u}))
+        ->option_text("32|16|8")
+        ->group("Distributed");
     app.add_option("--dist-route-timeout", o.route_timeout_s,
                    "Seconds the coordinator waits for workers to cover every layer (default 300)")
         ->check(CLI::Range(0.0, 1e9))

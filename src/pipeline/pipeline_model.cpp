@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "dist/activation.h"
 
 namespace ds4::pipeline {
 
@@ -67,12 +68,6 @@ public:
 };
 
 namespace {
-
-std::vector<uint8_t> float_bytes(const float* p, size_t n) {
-    std::vector<uint8_t> out(n * sizeof(float));
-    std::memcpy(out.data(), p, out.size());
-    return out;
-}
 
 std::string hop_name(const Hop& h) {
     return fmt::format("{}:{} (layers {}{})", h.entry.host, h.entry.port, h.entry.layer_start,
@@ -235,9 +230,9 @@ void PipelineModel::run_span(PipelineSequence& ps, std::span<const int32_t> toke
         if (!rows) w.flags |= dist::kWorkAckOnly;
         else if (route.worker_head)
             w.flags |= dist::kWorkOutputLogits | (want == model::Logits::All ? dist::kWorkAllLogits : 0);
-        w.input_hc_bits = 32;
+        w.input_hc_bits = dist_.activation_bits;
         w.tokens.assign(part.begin(), part.end());
-        w.input_hc = float_bytes(hidden.data(), hidden.size());
+        w.input_hc = dist::encode_activations(hidden, w.input_hc_bits);
         w.route = route.entries();
         w.route_return = dist::RouteReturn{dist::kRouteReturnUpstream, "", 0};
         dist::Result r;
@@ -272,11 +267,10 @@ void PipelineModel::run_span(PipelineSequence& ps, std::span<const int32_t> toke
                 fail("the route returned {} bytes of logits; expected {} rows of {}", r.payload.size(), want_rows, V);
             std::memcpy(out, r.payload.data(), r.payload.size());
         } else {
-            if (r.kind != dist::ResultKind::hidden_state || r.payload_bits != 32 ||
-                int64_t(r.payload.size()) != len * H * 4)
-                fail("the route returned {} bytes of hidden state; expected {} rows of {}", r.payload.size(), len, H);
+            if (r.kind != dist::ResultKind::hidden_state)
+                fail("the route returned no hidden state for the output head");
             std::vector<float> last_hidden(static_cast<size_t>(len * H));
-            std::memcpy(last_hidden.data(), r.payload.data(), r.payload.size());
+            dist::decode_activations(r.payload, r.payload_bits, last_hidden);  // checks the size
             model::BatchItem hi{head_seq_.get(), part, part_want, out};
             head_model_->head(model::Batch(&hi, 1), last_hidden.data());
         }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "dist/activation.h"
 #include "dist/auth.h"
 #include "dist/connection.h"
 #include "dist/protocol.h"
@@ -207,11 +208,10 @@ private:
         }
         const bool has_next = w.route_index + 1 < w.route.size();
         if (!(w.flags & dist::kWorkInputHc)) fail("{}: WORK without a hidden state", me);
-        if (w.input_hc_bits != 32)
-            fail("{}: {}-bit hidden states are not supported yet (32 only)", me, w.input_hc_bits);
-        if (int64_t(w.input_hc.size()) != n * H * 4)
-            fail("{}: the hidden state is {} bytes; this model's is {} tokens x {} floats = {} bytes", me,
-                 w.input_hc.size(), n, H, n * H * 4);
+        const uint32_t bits = w.input_hc_bits;
+        if (w.input_hc.size() != dist::activation_bytes(size_t(n * H), bits))
+            fail("{}: the hidden state is {} bytes; this model's is {} tokens x {} values x {} bits = {} bytes", me,
+                 w.input_hc.size(), n, H, bits, n * H * bits / 8);
         const bool ack_only = w.flags & dist::kWorkAckOnly;
         const bool want_logits = (w.flags & dist::kWorkOutputLogits) && !ack_only;
         if (want_logits && !has_next && !info.range.output)
@@ -254,7 +254,7 @@ private:
                  seq.pos(), n, seq.options().ctx);
 
         std::vector<float> hidden(static_cast<size_t>(n * H));
-        std::memcpy(hidden.data(), w.input_hc.data(), w.input_hc.size());
+        dist::decode_activations(w.input_hc, bits, hidden);
         const auto t_eval = clock_type::now();
         model::BatchItem it{&seq, w.tokens};
         model_->eval_layers(model::Batch(&it, 1), hidden.data());
@@ -267,8 +267,7 @@ private:
             f.route_index = w.route_index + 1;
             f.layer_start = next.layer_start;
             f.layer_end = next.layer_end;
-            f.input_hc.resize(hidden.size() * 4);
-            std::memcpy(f.input_hc.data(), hidden.data(), f.input_hc.size());
+            f.input_hc = dist::encode_activations(hidden, bits);
             const std::string where = fmt::format("{}:{}", next.host, next.port);
             dist::Message m;
             try {
@@ -319,9 +318,8 @@ private:
             std::memcpy(r.payload.data(), logits.data(), r.payload.size());
         } else {
             r.kind = dist::ResultKind::hidden_state;
-            r.payload_bits = 32;
-            r.payload.resize(hidden.size() * 4);
-            std::memcpy(r.payload.data(), hidden.data(), r.payload.size());
+            r.payload_bits = bits;
+            r.payload = dist::encode_activations(hidden, bits);
         }
         tel.output_bytes = uint32_t(std::min<size_t>(r.payload.size(), UINT32_MAX));
         r.telemetry = {tel};

@@ -3,7 +3,8 @@
 // several chunkings and decode positions, the output head on a worker or on the coordinator)
 // and the same greedy text; a wrong or one-sided --dist-key, overlapping or missing layer
 // ranges and another model fail with clear messages on both sides; a killed worker makes the
-// coordinator fail with "route incomplete" within a bound; ds4-bench as the coordinator probes
+// coordinator fail with "route incomplete" within a bound; 16- and 8-bit hidden states stay close;
+// ds4-bench as the coordinator probes
 // the same greedy ids. In-process, the PipelineModel keeps
 // the workers consistent through rewind, clear and a worker restart (replay).
 //
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -198,6 +200,49 @@ TEST_F(DistPipeline, ThreeProcessesEqualOneBitForBit) {
 
 TEST_F(DistPipeline, OutputHeadOnTheCoordinatorEqualsOneProcess) {
     expect_same_as_one_process({"2:3", "4:5"}, "0:1", "32", "5");
+}
+
+// 16- and 8-bit hidden states: the logits move (the conversion happened), by little for f16
+// and more for FP8, and the worker sees the narrower bytes.
+TEST_F(DistPipeline, NarrowActivationsStayCloseToOneProcess) {
+    reference("ref512", "512");
+    const std::string ref_bytes = slurp(file("ref512.f32"));
+    std::vector<float> ref(ref_bytes.size() / 4);
+    std::memcpy(ref.data(), ref_bytes.data(), ref_bytes.size());
+    double sd = 0;
+    for (float v : ref) sd += double(v) * v;
+    sd = std::sqrt(sd / double(ref.size()));
+    double mean_err[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+        const std::string bits = k == 0 ? "16" : "8";
+        const uint16_t port = free_port();
+        auto w = worker("w" + bits, "2:3", port);
+        auto w2 = worker("w2" + bits, "4:output", port);
+        auto c = coordinator("c" + bits, "0:1", port,
+                             {"--token-ids", ids_, "--dump-logits-f32", file("n.f32"), "--dist-activation-bits", bits,
+                              "--debug"});
+        ASSERT_EQ(c->wait(60), 0) << c->err();
+        // One hop's input: 100 tokens x hidden_size (4 x 256) values at `bits`.
+        EXPECT_TRUE(contains(c->err(), fmt::format("in {} B", 100 * 1024 * std::stoi(bits) / 8))) << c->err();
+        const std::string got_bytes = slurp(file("n.f32"));
+        ASSERT_EQ(got_bytes.size(), ref_bytes.size());
+        std::vector<float> got(ref.size());
+        std::memcpy(got.data(), got_bytes.data(), got_bytes.size());
+        double max_err = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            const double d = std::fabs(double(got[i]) - ref[i]);
+            max_err = std::max(max_err, d);
+            mean_err[k] += d;
+        }
+        mean_err[k] /= double(ref.size()) * sd;
+        // Mean error only: a perturbed hidden state may flip a discrete routing choice (top-k
+        // experts) at a few positions, which moves those logits a lot.
+        EXPECT_GT(max_err, 0.0) << bits;
+        EXPECT_LT(mean_err[k], k == 0 ? 0.05 : 0.3) << bits;
+        std::printf("%s-bit hidden states: mean |logit error| %.4f, max %.4f (x logit std)\n", bits.c_str(),
+                    mean_err[k], max_err / sd);
+    }
+    EXPECT_LT(mean_err[0], mean_err[1]);
 }
 
 TEST_F(DistPipeline, KeysAuthenticateAndAWrongKeyFailsOnBothSides) {
