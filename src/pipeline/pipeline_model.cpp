@@ -100,7 +100,14 @@ PipelineModel::PipelineModel(std::unique_ptr<model::Model> local, const std::str
 PipelineModel::~PipelineModel() = default;
 
 std::unique_ptr<model::Sequence> PipelineModel::new_sequence(const model::SequenceOptions& opt) const {
-    for (const Hop& h : coord_->route().hops)
+    // Checked against the workers of the route now; a worker that registers later is checked by
+    // its own context on each WORK.
+    Route route;
+    try {
+        route = coord_->route();
+    } catch (const Error&) {
+    }
+    for (const Hop& h : route.hops)
         if (h.ctx_size < opt.ctx)
             fail("the worker {} holds a context of {} tokens, less than {} (start it with --ctx {})", hop_name(h),
                  h.ctx_size, opt.ctx, opt.ctx);
