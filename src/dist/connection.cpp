@@ -271,9 +271,10 @@ void Connection::fail_and_close(const std::string& message) {
     try {
         if (sock_.open()) sock_.send_all(encode(ErrorFrame{message}));
     } catch (const Error&) {
-        // The peer may be gone already; closing is what matters.
+        // The peer may be gone already; ending the connection is what matters.
     }
-    sock_.close();
+    failed_ = true;
+    sock_.shutdown();
 }
 
 }  // namespace ds4::dist

@@ -5,12 +5,13 @@
 // Sockets get TCP_NODELAY (one frame is one request; no Nagle delay), SO_KEEPALIVE and a send
 // timeout (DS4_DIST_SOCKET_TIMEOUT_SEC, default 60 s: a peer that stops reading fails the send
 // instead of hanging it); no receive timeout unless DS4_DIST_SOCKET_RECV_TIMEOUT_SEC is set
-// (a worker may compute for a long time). A frame that does not parse closes the connection
+// (a worker may compute for a long time). A frame that does not parse ends the connection
 // after an ERROR frame naming the problem; nothing is allocated before its size is checked.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <deque>
 #include <span>
 #include <string>
@@ -95,7 +96,9 @@ inline constexpr int kConnectDelayMs = 25;
 Socket connect_to(const std::string& host, uint16_t port, int attempts = kConnectAttempts,
                   int delay_ms = kConnectDelayMs);
 
-// Whole frames over a socket.
+// Whole frames over a socket. One thread may send while another receives; the descriptor is
+// closed only by close() or the destructor (a failed connection is shut down, not closed, so a
+// thread still using it fails instead of touching a reused descriptor).
 class Connection {
 public:
     explicit Connection(Socket s, uint32_t max_payload = kDefaultMaxPayload)
@@ -103,7 +106,7 @@ public:
 
     Socket& socket() { return sock_; }
     const std::string& peer() const { return sock_.peer(); }
-    bool open() const { return sock_.open(); }
+    bool open() const { return sock_.open() && !failed_; }
 
     // One encoded frame (encode(...) output).
     void send(std::span<const uint8_t> frame) { sock_.send_all(frame); }
@@ -113,7 +116,7 @@ public:
     Frame recv();
     // recv() and decode(); a frame whose record does not decode is handled like a bad frame.
     Message recv_message();
-    // Sends ERROR(message) (best effort) and closes.
+    // Sends ERROR(message) (best effort) and shuts the connection down.
     void fail_and_close(const std::string& message);
 
     void shutdown() { sock_.shutdown(); }
@@ -123,6 +126,7 @@ private:
     Socket sock_;
     FrameReader reader_;
     std::deque<Frame> ready_;
+    std::atomic<bool> failed_{false};
 };
 
 // Environment overrides (spec §7.1): the send timeout, and an optional receive timeout.

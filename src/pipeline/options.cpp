@@ -63,6 +63,11 @@ void add_dist_flags(CLI::App& app, DistOptions& o) {
                    "Tokens per pipeline request (default 0: each evaluation call's tokens at once)")
         ->check(cli_checks::at_least(0))
         ->group("Distributed");
+    app.add_option("--dist-prefill-window", o.prefill_window,
+                   "Prefill chunks in flight along the route while the next one runs here (default 0: "
+                   "workers + 2, at most 8; 1: one at a time)")
+        ->check(cli_checks::in_range(0, 64))
+        ->group("Distributed");
     app.add_option("--dist-activation-bits", o.activation_bits,
                    "Hidden states on the wire: 32 (f32, exact), 16 (IEEE f16) or 8 (FP8 E4M3, saturating at "
                    "240); set on the coordinator (default 32)")

@@ -21,6 +21,7 @@ struct DistOptions {
     int coordinator_port = -1;
     std::string key_file;             // --dist-key FILE (empty: no authentication)
     int64_t prefill_chunk = 0;        // --dist-prefill-chunk N: tokens per WORK (0: a call's span)
+    int64_t prefill_window = 0;       // --dist-prefill-window N: ACK-only chunks in flight (0: workers + 2, <= 8)
     uint32_t activation_bits = 32;    // --dist-activation-bits 32|16|8: hidden states on the wire
     double route_timeout_s = 300;     // --dist-route-timeout SEC: how long the coordinator waits
     bool debug = false;               // --debug: route formation and per-hop telemetry

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <random>
 
 #include "common/error.h"
@@ -177,32 +178,113 @@ void PipelineModel::replay(PipelineSequence& ps) {
     ps.dirty_ = false;
 }
 
-dist::Result PipelineModel::exchange(const Route& route, const dist::Work& w) {
+void PipelineModel::send_work(const Route& route, const dist::Work& w) {
     const Hop& first = route.hops.front();
-    if (!data_ || !data_->open() || data_generation_ != route.generation) {
-        data_.reset();
-        dist::Socket s = dist::connect_to(first.entry.host, uint16_t(first.entry.port));
-        dist::authenticate_connector(s, key_, dist::Channel::data);
-        data_ = std::make_unique<dist::Connection>(std::move(s));
-        data_generation_ = route.generation;
+    try {
+        if (!data_ || !data_->open() || data_generation_ != route.generation) {
+            data_.reset();
+            dist::Socket s = dist::connect_to(first.entry.host, uint16_t(first.entry.port));
+            dist::authenticate_connector(s, key_, dist::Channel::data);
+            data_ = std::make_unique<dist::Connection>(std::move(s));
+            data_generation_ = route.generation;
+        }
+        data_->send(dist::encode(w));
+    } catch (const dist::TransportError& e) {
+        fail("route incomplete: {}", e.what());
     }
-    data_->send(dist::encode(w));
-    dist::Message m = data_->recv_message();
+}
+
+dist::Result PipelineModel::recv_result(const Route& route, uint64_t request_id) {
+    dist::Message m;
+    try {
+        m = data_->recv_message();
+    } catch (const dist::TransportError& e) {
+        fail("route incomplete: {}", e.what());
+    } catch (const dist::ProtocolError& e) {
+        fail("route incomplete: {}", e.what());
+    }
     if (auto* e = std::get_if<dist::ErrorFrame>(&m)) fail("{}", e->message);
     auto* r = std::get_if<dist::Result>(&m);
-    if (!r) {
-        data_->fail_and_close("expected RESULT");
-        fail("the worker {} answered WORK with a {} frame", hop_name(first), "non-RESULT");
-    }
-    if (r->request_id != w.request_id)
-        fail("the worker {} answered request {} with request {}", hop_name(first), w.request_id, r->request_id);
+    if (!r) fail("the worker {} answered WORK with another frame", hop_name(route.hops.front()));
+    // A state mismatch may overtake requests still in flight (a hop answers it at once).
+    if (r->status == dist::kStatusStateMismatch) throw StateMismatch{};
+    if (r->request_id != request_id)
+        fail("the route answered request {} where {} was next", r->request_id, request_id);
     return std::move(*r);
 }
 
 void PipelineModel::run_span(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want, float* logits,
                              bool reset) {
+    try {
+        run_span_unguarded(ps, tokens, want, logits, reset);
+    } catch (...) {
+        // Answers to requests still in flight would be read by the next call: start afresh.
+        data_.reset();
+        throw;
+    }
+}
+
+void PipelineModel::run_span_unguarded(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want,
+                                       float* logits, bool reset) {
     const int64_t n = int64_t(tokens.size()), H = info_.hidden_size, V = info_.n_vocab;
     const int64_t chunk = dist_.prefill_chunk > 0 ? dist_.prefill_chunk : n;
+    const Route route = coord_->route();  // "route incomplete" before any work
+    ps.dirty_ = true;  // until every chunk's answer is in
+    // Chunks sent whose answers are not read yet. Chunks that only need an ACK stay in flight
+    // while the next chunk runs here (up to the window); a chunk that returns logits or a
+    // hidden state waits for its answer before the next one starts.
+    struct InFlight {
+        uint64_t request_id;
+        int64_t b, len;
+        bool rows;
+        uint64_t after;
+        std::chrono::steady_clock::time_point sent;
+    };
+    std::deque<InFlight> inflight;
+    const size_t window =
+        dist_.prefill_window > 0 ? size_t(dist_.prefill_window) : std::min<size_t>(route.hops.size() + 2, 8);
+    const int64_t pos_start = ps.pos();
+    uint64_t hash = ps.hash_;
+
+    auto collect = [&] {
+        const InFlight f = inflight.front();
+        inflight.pop_front();
+        const dist::Result r = recv_result(route, f.request_id);
+        const auto part = tokens.subspan(size_t(f.b), size_t(f.len));
+        float* out = want == model::Logits::All ? logits + f.b * V : logits;
+        if (dist_.debug) {
+            const double us =
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - f.sent).count();
+            std::fprintf(stderr, "ds4: dist: pos %lld n %lld: round trip %.0f us\n", (long long)(pos_start + f.b),
+                         (long long)f.len, us);
+            for (const dist::Telemetry& t : r.telemetry)
+                std::fprintf(stderr,
+                             "ds4: dist:   hop %u layers %u:%u pos %u n %u: eval %u us, downstream wait %u us, "
+                             "forward send %u us, in %u B, out %u B\n",
+                             t.route_index, t.layer_start, t.layer_end, t.pos0, t.n_tokens, t.eval_usec,
+                             t.downstream_wait_usec, t.forward_send_usec, t.input_bytes, t.output_bytes);
+        }
+        if (r.status != dist::kStatusOk) fail("the route answered with status {}", r.status);
+        if (r.result_hash != f.after) fail("the route answered for another token prefix (result hash differs)");
+        if (!f.rows) {
+            if (r.kind != dist::ResultKind::ack) fail("the route answered an ACK-only request with a payload");
+        } else if (route.worker_head) {
+            const int64_t want_rows = want == model::Logits::All ? f.len : 1;
+            if (r.kind != dist::ResultKind::logits || int64_t(r.payload.size()) != want_rows * V * 4)
+                fail("the route returned {} bytes of logits; expected {} rows of {}", r.payload.size(), want_rows, V);
+            std::memcpy(out, r.payload.data(), r.payload.size());
+        } else {
+            if (r.kind != dist::ResultKind::hidden_state)
+                fail("the route returned no hidden state for the output head");
+            std::vector<float> last_hidden(static_cast<size_t>(f.len * H));
+            dist::decode_activations(r.payload, r.payload_bits, last_hidden);  // checks the size
+            model::BatchItem hi{head_seq_.get(), part,
+                                want == model::Logits::All ? model::Logits::All : model::Logits::Last, out};
+            head_model_->head(model::Batch(&hi, 1), last_hidden.data());
+        }
+        ps.append(part, f.after);
+    };
+
     for (int64_t b = 0; b < n; b += chunk) {
         const int64_t len = std::min(chunk, n - b);
         const auto part = tokens.subspan(size_t(b), size_t(len));
@@ -211,26 +293,24 @@ void PipelineModel::run_span(PipelineSequence& ps, std::span<const int32_t> toke
         float* out = want == model::Logits::All ? logits + b * V : logits;
         const model::Logits part_want = rows ? (want == model::Logits::All ? model::Logits::All : model::Logits::Last)
                                              : model::Logits::None;
-        const Route route = coord_->route();  // "route incomplete" before any work
-        ps.dirty_ = true;
         model::BatchItem li{ps.local_.get(), part, part_want, out};
         std::vector<float> hidden(static_cast<size_t>(len * H));
         local_->embed(model::Batch(&li, 1), hidden.data());
         local_->eval_layers(model::Batch(&li, 1), hidden.data());
-        const uint64_t after = dist::token_hash(ps.hash_, part);
+        const uint64_t after = dist::token_hash(hash, part);
         if (route.hops.empty()) {  // the coordinator holds the whole model
             if (rows) local_->head(model::Batch(&li, 1), hidden.data());
             ps.append(part, after);
-            ps.dirty_ = false;
+            hash = after;
             continue;
         }
         dist::Work w;
         w.model_id = model_id(info_);
         w.session_id = ps.session_;
         w.request_id = next_request_++;
-        w.prefix_hash = ps.hash_;
+        w.prefix_hash = hash;
         w.result_hash = after;
-        w.pos0 = uint32_t(ps.pos());
+        w.pos0 = uint32_t(pos_start + b);
         w.layer_start = route.hops[0].entry.layer_start;
         w.layer_end = route.hops[0].entry.layer_end;
         w.flags = dist::kWorkInputHc | (reset && b == 0 ? dist::kWorkResetSession : 0);
@@ -242,48 +322,18 @@ void PipelineModel::run_span(PipelineSequence& ps, std::span<const int32_t> toke
         w.input_hc = dist::encode_activations(hidden, w.input_hc_bits);
         w.route = route.entries();
         w.route_return = dist::RouteReturn{dist::kRouteReturnUpstream, "", 0};
-        dist::Result r;
-        const auto t0 = std::chrono::steady_clock::now();
-        try {
-            r = exchange(route, w);
-        } catch (const dist::TransportError& e) {
-            data_.reset();
-            fail("route incomplete: {}", e.what());
-        } catch (const dist::ProtocolError& e) {
-            data_.reset();
-            fail("route incomplete: {}", e.what());
-        }
-        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-        if (dist_.debug) {
-            std::fprintf(stderr, "ds4: dist: pos %u n %zu: round trip %.0f us\n", w.pos0, w.tokens.size(), us);
-            for (const dist::Telemetry& t : r.telemetry)
-                std::fprintf(stderr,
-                             "ds4: dist:   hop %u layers %u:%u pos %u n %u: eval %u us, downstream wait %u us, "
-                             "forward send %u us, in %u B, out %u B\n",
-                             t.route_index, t.layer_start, t.layer_end, t.pos0, t.n_tokens, t.eval_usec,
-                             t.downstream_wait_usec, t.forward_send_usec, t.input_bytes, t.output_bytes);
-        }
-        if (r.status == dist::kStatusStateMismatch) throw StateMismatch{};
-        if (r.status != dist::kStatusOk) fail("the route answered with status {}", r.status);
-        if (r.result_hash != after) fail("the route answered for another token prefix (result hash differs)");
-        if (!rows) {
-            if (r.kind != dist::ResultKind::ack) fail("the route answered an ACK-only request with a payload");
-        } else if (route.worker_head) {
-            const int64_t want_rows = want == model::Logits::All ? len : 1;
-            if (r.kind != dist::ResultKind::logits || int64_t(r.payload.size()) != want_rows * V * 4)
-                fail("the route returned {} bytes of logits; expected {} rows of {}", r.payload.size(), want_rows, V);
-            std::memcpy(out, r.payload.data(), r.payload.size());
-        } else {
-            if (r.kind != dist::ResultKind::hidden_state)
-                fail("the route returned no hidden state for the output head");
-            std::vector<float> last_hidden(static_cast<size_t>(len * H));
-            dist::decode_activations(r.payload, r.payload_bits, last_hidden);  // checks the size
-            model::BatchItem hi{head_seq_.get(), part, part_want, out};
-            head_model_->head(model::Batch(&hi, 1), last_hidden.data());
-        }
-        ps.append(part, after);
-        ps.dirty_ = false;
+        if (rows)
+            while (!inflight.empty()) collect();
+        send_work(route, w);
+        inflight.push_back({w.request_id, b, len, rows, after, std::chrono::steady_clock::now()});
+        if (dist_.debug)
+            std::fprintf(stderr, "ds4: dist: sent pos %u n %lld%s (%zu in flight)\n", w.pos0, (long long)len,
+                         rows ? "" : " ack-only", inflight.size());
+        hash = after;
+        while (!inflight.empty() && (rows || inflight.size() >= window)) collect();
     }
+    while (!inflight.empty()) collect();
+    ps.dirty_ = false;
 }
 
 std::unique_ptr<model::Model> open_model(const std::string& path, const model::OpenOptions& open,

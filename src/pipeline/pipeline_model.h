@@ -69,7 +69,10 @@ private:
     // state for the session differs, ds4::Error otherwise.
     void run_span(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want, float* logits,
                   bool reset);
-    dist::Result exchange(const Route& route, const dist::Work& w);
+    void run_span_unguarded(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want,
+                            float* logits, bool reset);
+    void send_work(const Route& route, const dist::Work& w);
+    dist::Result recv_result(const Route& route, uint64_t request_id);
 
     std::unique_ptr<model::Model> local_;
     std::unique_ptr<model::Model> head_model_;      // only when no worker holds the output head

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +38,130 @@ struct Session {
     std::mutex mu;
     std::unique_ptr<model::Sequence> seq;
     uint64_t hash = dist::kTokenHashInit;
+};
+
+// The upstream side of a data connection: frames go up from the connection's own thread (the
+// last hop's results, local errors) and from the relay thread of the next hop, one at a time.
+struct Upstream {
+    explicit Upstream(dist::Socket s) : conn(std::move(s)) {}
+    dist::Connection conn;
+    std::mutex send_mu;
+    void send(const std::vector<uint8_t>& frame) {
+        std::lock_guard lk(send_mu);
+        conn.send(frame);
+    }
+};
+
+// A connection to the next hop, and the thread that relays its answers upstream in order with
+// this hop's telemetry record appended. WORK is forwarded without waiting for its answer, so
+// several chunks can be in flight along the route (prefill pipelining).
+class Downstream {
+public:
+    Downstream(dist::Socket s, std::string where, std::shared_ptr<Upstream> up)
+        : conn_(std::move(s)), where_(std::move(where)), up_(std::move(up)) {
+        thread_ = std::thread([this] { relay(); });
+    }
+    ~Downstream() {
+        {
+            std::lock_guard lk(mu_);
+            stopping_ = true;
+        }
+        cv_.notify_all();
+        conn_.shutdown();
+        thread_.join();
+    }
+    const std::string& where() const { return where_; }
+    bool dead() {
+        std::lock_guard lk(mu_);
+        return dead_;
+    }
+    // Sends f; its answer will be relayed with `tel`. TransportError when the connection is
+    // broken (then nothing will be relayed for f).
+    void forward(const dist::Work& f, dist::Telemetry tel) {
+        const auto t0 = clock_type::now();
+        try {
+            conn_.send(dist::encode(f));
+        } catch (const dist::TransportError&) {
+            conn_.shutdown();
+            throw;
+        }
+        tel.forward_send_usec = usec_since(t0);
+        std::lock_guard lk(mu_);
+        // After the relay thread gave up nobody would answer: say so now.
+        if (dead_) throw dist::TransportError(fmt::format("{} closed the connection", where_));
+        pending_.push_back({f.request_id, tel, clock_type::now()});
+        cv_.notify_all();
+    }
+
+private:
+    struct Pending {
+        uint64_t request_id;
+        dist::Telemetry tel;
+        clock_type::time_point sent;
+    };
+
+    void relay() {
+        std::string why;
+        try {
+            for (;;) {
+                dist::Message m = conn_.recv_message();
+                Pending p;
+                {
+                    std::unique_lock lk(mu_);
+                    // forward() registers a request right after sending it: wait for that.
+                    cv_.wait(lk, [&] { return !pending_.empty() || stopping_; });
+                    if (pending_.empty()) return;
+                    p = pending_.front();
+                    pending_.pop_front();
+                }
+                if (auto* e = std::get_if<dist::ErrorFrame>(&m)) {
+                    up_->send(dist::encode(*e));  // relayed as it is
+                    continue;
+                }
+                auto* r = std::get_if<dist::Result>(&m);
+                if (!r) {
+                    why = "it answered WORK with another frame";
+                    break;
+                }
+                if (r->request_id != p.request_id) {
+                    why = fmt::format("it answered request {} where {} was next", r->request_id, p.request_id);
+                    break;
+                }
+                p.tel.downstream_wait_usec = usec_since(p.sent);
+                r->telemetry.push_back(p.tel);
+                up_->send(dist::encode(*r));
+            }
+        } catch (const Error& e) {
+            why = e.what();
+        }
+        bool pending = false;
+        {
+            std::lock_guard lk(mu_);
+            dead_ = true;
+            pending = !pending_.empty();
+        }
+        conn_.shutdown();
+        // Requests in flight get no answer from here: fail the upstream connection, so its
+        // sender learns at once (an idle connection that drops is only reconnected).
+        if (pending) {
+            try {
+                up_->send(dist::encode(dist::ErrorFrame{
+                    fmt::format("route incomplete: the next hop {} failed: {}", where_, why)}));
+            } catch (const Error&) {
+            }
+            up_->conn.shutdown();
+        }
+    }
+
+    dist::Connection conn_;
+    std::string where_;
+    std::shared_ptr<Upstream> up_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Pending> pending_;
+    bool dead_ = false;
+    bool stopping_ = false;
+    std::thread thread_;
 };
 
 class Worker {
@@ -150,19 +277,18 @@ private:
     }
 
     void serve_data(dist::Socket s) {
-        const std::string peer = s.peer();
         try {
             dist::authenticate_acceptor(s, key_, dist::Channel::data);
         } catch (const Error& e) {
             std::fprintf(stderr, "ds4: data connection: %s\n", e.what());
             return;
         }
-        dist::Connection up(std::move(s));
-        std::unique_ptr<dist::Connection> down;
+        auto up = std::make_shared<Upstream>(std::move(s));
+        std::unique_ptr<Downstream> down;
         for (;;) {
             dist::Message m;
             try {
-                m = up.recv_message();
+                m = up->conn.recv_message();
             } catch (const dist::TransportError&) {
                 return;  // the upstream side closed
             } catch (const Error& e) {
@@ -171,16 +297,17 @@ private:
             }
             auto* w = std::get_if<dist::Work>(&m);
             if (!w) {
-                up.fail_and_close("expected WORK on a data connection");
+                std::lock_guard lk(up->send_mu);
+                up->conn.fail_and_close("expected WORK on a data connection");
                 return;
             }
             try {
-                up.send(handle(*w, down));
+                if (auto answer = handle(*w, up, down)) up->send(*answer);
             } catch (const dist::TransportError&) {
                 return;
             } catch (const Error& e) {
                 try {
-                    up.send(dist::encode(dist::ErrorFrame{e.what()}));
+                    up->send(dist::encode(dist::ErrorFrame{e.what()}));
                 } catch (const Error&) {
                     return;
                 }
@@ -190,9 +317,10 @@ private:
 
     std::string range_name() const { return model_->info().range.str(); }
 
-    // One WORK: the encoded answer (RESULT, or ERROR for a request this worker cannot run).
-    std::vector<uint8_t> handle(dist::Work& w, std::unique_ptr<dist::Connection>& down) {
-        const auto t_in = clock_type::now();
+    // One WORK: the encoded answer (RESULT; an Error is sent up as an ERROR frame), or nothing
+    // when it went on to the next hop, whose relay thread answers.
+    std::optional<std::vector<uint8_t>> handle(dist::Work& w, const std::shared_ptr<Upstream>& up,
+                                               std::unique_ptr<Downstream>& down) {
         const auto& info = model_->info();
         const int64_t n = int64_t(w.tokens.size()), H = info.hidden_size, V = info.n_vocab;
         const std::string me = fmt::format("worker layers {}", range_name());
@@ -269,35 +397,21 @@ private:
             f.layer_end = next.layer_end;
             f.input_hc = dist::encode_activations(hidden, bits);
             const std::string where = fmt::format("{}:{}", next.host, next.port);
-            dist::Message m;
+            tel.output_bytes = uint32_t(std::min<size_t>(f.input_hc.size(), UINT32_MAX));
             try {
-                if (!down || !down->open() || down->peer() != where) {
-                    down.reset();
+                if (down && (down->where() != where || down->dead())) down.reset();
+                if (!down) {
                     dist::Socket s = dist::connect_to(next.host, uint16_t(next.port));
                     dist::authenticate_connector(s, key_, dist::Channel::data);
-                    down = std::make_unique<dist::Connection>(std::move(s));
+                    down = std::make_unique<Downstream>(std::move(s), where, up);
                 }
-                const auto t_send = clock_type::now();
-                down->send(dist::encode(f));
-                tel.forward_send_usec = usec_since(t_send);
-                tel.output_bytes = uint32_t(std::min<size_t>(f.input_hc.size(), UINT32_MAX));
-                const auto t_wait = clock_type::now();
-                m = down->recv_message();
-                tel.downstream_wait_usec = usec_since(t_wait);
+                down->forward(f, tel);
             } catch (const Error& e) {
                 down.reset();
                 fail("route incomplete: the next hop {} (layers {}:{}) failed: {}", where, next.layer_start,
                      next.layer_end, e.what());
             }
-            if (auto* e = std::get_if<dist::ErrorFrame>(&m)) return dist::encode(*e);  // relayed as it is
-            auto* r = std::get_if<dist::Result>(&m);
-            if (!r || r->request_id != w.request_id) {
-                down.reset();
-                fail("route incomplete: the next hop {} answered out of turn", where);
-            }
-            r->telemetry.push_back(tel);
-            (void)t_in;
-            return dist::encode(*r);
+            return std::nullopt;
         }
 
         dist::Result r;

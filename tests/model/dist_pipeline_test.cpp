@@ -3,7 +3,8 @@
 // several chunkings and decode positions, the output head on a worker or on the coordinator)
 // and the same greedy text; a wrong or one-sided --dist-key, overlapping or missing layer
 // ranges and another model fail with clear messages on both sides; a killed worker makes the
-// coordinator fail with "route incomplete" within a bound; 16- and 8-bit hidden states stay close;
+// coordinator fail with "route incomplete" within a bound; pipelined prefill gives the same ids;
+// 16- and 8-bit hidden states stay close;
 // ds4-bench as the coordinator probes
 // the same greedy ids. In-process, the PipelineModel keeps
 // the workers consistent through rewind, clear and a worker restart (replay).
@@ -57,6 +58,9 @@ class Proc {
 public:
     Proc(const std::vector<std::string>& argv, const std::string& out, const std::string& err)
         : out_(out), err_(err) {
+        // Emptied before the child starts: a file of an earlier process by the same name must
+        // not be read as this one's.
+        for (const auto& f : {out, err}) ::close(::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
         pid_ = fork();
         if (pid_ < 0) fail("fork failed");
         if (pid_ == 0) {
@@ -184,6 +188,8 @@ protected:
         for (auto& w : ws) EXPECT_TRUE(w->running()) << w->err();
     }
 
+    void rewind_clear_restart(int64_t dist_chunk);
+
     static inline oracle::TempDir* dir_ = nullptr;
     static inline std::string model_, other_, ids_, key_a_, key_b_;
 };
@@ -200,6 +206,26 @@ TEST_F(DistPipeline, ThreeProcessesEqualOneBitForBit) {
 
 TEST_F(DistPipeline, OutputHeadOnTheCoordinatorEqualsOneProcess) {
     expect_same_as_one_process({"2:3", "4:5"}, "0:1", "32", "5");
+}
+
+// Prefill pipelining: a 100-token prompt in WORKs of 9 tokens, ACK-only chunks in flight while
+// the coordinator runs the next one, gives the greedy ids of one process.
+TEST_F(DistPipeline, PipelinedPrefillGivesTheSameGreedyIds) {
+    const std::string ref = reference("ref512", "512");
+    for (const std::string window : {"0", "2"}) {
+        const uint16_t port = free_port();
+        auto w1 = worker("w1", "2:3", port);
+        auto w2 = worker("w2", "4:output", port);
+        auto c = coordinator("c", "0:1", port,
+                             {"--token-ids", ids_, "-n", "8", "--prefill-chunk", "100", "--dist-prefill-chunk", "9",
+                              "--dist-prefill-window", window, "--debug"});
+        ASSERT_EQ(c->wait(60), 0) << c->err();
+        EXPECT_EQ(c->out(), ref);
+        // Default window: workers + 2 = 4 chunks in flight; window 2: never more than 2.
+        EXPECT_EQ(contains(c->err(), "ack-only (4 in flight)"), window == "0") << c->err();
+        EXPECT_TRUE(contains(c->err(), "ack-only (2 in flight)")) << c->err();
+        EXPECT_FALSE(contains(c->err(), "(5 in flight)")) << c->err();
+    }
 }
 
 // 16- and 8-bit hidden states: the logits move (the conversion happened), by little for f16
@@ -307,6 +333,12 @@ TEST_F(DistPipeline, AKilledWorkerFailsTheCoordinatorWithinABound) {
 // The coordinator in this process: rewinds, clears and a restarted worker keep every result
 // equal to one process's.
 TEST_F(DistPipeline, RewindClearAndARestartedWorkerStayConsistent) {
+    // One WORK per call, and pipelined WORKs of 7 tokens (the replay too).
+    for (const int64_t dist_chunk : {0, 7}) rewind_clear_restart(dist_chunk);
+}
+
+void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
+    SCOPED_TRACE(dist_chunk);
     const auto ids = oracle::random_token_ids(60, 512, 12);
     auto whole = model::open(model_, {.threads = 1});
     std::vector<float> ref40, ref60;
@@ -323,6 +355,7 @@ TEST_F(DistPipeline, RewindClearAndARestartedWorkerStayConsistent) {
     d.listen_host = "127.0.0.1";
     d.listen_port = port;
     d.route_timeout_s = 30;
+    d.prefill_chunk = dist_chunk;
     auto pm = pipeline::open_model(model_, {.threads = 1}, d);
     model::Session s(*pm, {.ctx = 256, .prefill_chunk = 20});
     std::vector<float> got;
