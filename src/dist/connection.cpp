@@ -269,6 +269,7 @@ Message Connection::recv_message() {
 
 void Connection::fail_and_close(const std::string& message) {
     try {
+        std::lock_guard lk(send_mu_);
         if (sock_.open()) sock_.send_all(encode(ErrorFrame{message}));
     } catch (const Error&) {
         // The peer may be gone already; ending the connection is what matters.

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <atomic>
 #include <deque>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -108,8 +109,11 @@ public:
     const std::string& peer() const { return sock_.peer(); }
     bool open() const { return sock_.open() && !failed_; }
 
-    // One encoded frame (encode(...) output).
-    void send(std::span<const uint8_t> frame) { sock_.send_all(frame); }
+    // One encoded frame (encode(...) output); frames sent from several threads do not mix.
+    void send(std::span<const uint8_t> frame) {
+        std::lock_guard lk(send_mu_);
+        sock_.send_all(frame);
+    }
     // The next whole frame. TransportError when the peer closed or the socket failed;
     // ProtocolError when the bytes are not a valid frame: then an ERROR frame saying why is sent
     // (best effort) and the socket is closed.
@@ -127,6 +131,7 @@ private:
     FrameReader reader_;
     std::deque<Frame> ready_;
     std::atomic<bool> failed_{false};
+    std::mutex send_mu_;
 };
 
 // Environment overrides (spec §7.1): the send timeout, and an optional receive timeout.

@@ -41,15 +41,12 @@ struct Session {
 };
 
 // The upstream side of a data connection: frames go up from the connection's own thread (the
-// last hop's results, local errors) and from the relay thread of the next hop, one at a time.
+// last hop's results, local errors) and from the relay thread of the next hop (Connection
+// sends one frame at a time).
 struct Upstream {
     explicit Upstream(dist::Socket s) : conn(std::move(s)) {}
     dist::Connection conn;
-    std::mutex send_mu;
-    void send(const std::vector<uint8_t>& frame) {
-        std::lock_guard lk(send_mu);
-        conn.send(frame);
-    }
+    void send(const std::vector<uint8_t>& frame) { conn.send(frame); }
 };
 
 // A connection to the next hop, and the thread that relays its answers upstream in order with
@@ -297,7 +294,6 @@ private:
             }
             auto* w = std::get_if<dist::Work>(&m);
             if (!w) {
-                std::lock_guard lk(up->send_mu);
                 up->conn.fail_and_close("expected WORK on a data connection");
                 return;
             }
