@@ -125,6 +125,9 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
     const std::string peer = sp->peer();
     uint64_t id = 0;
     try {
+        // A worker authenticates and sends HELLO at once: a connection that stays silent is
+        // dropped after the handshake timeout instead of holding a thread.
+        sp->set_recv_timeout(dist::kAuthTimeoutSeconds);
         dist::authenticate_acceptor(*sp, key_, dist::Channel::control);
         // The Connection owns the descriptor from here; `sp` stays as a handle to wake it.
         dist::Connection c(dist::Socket(dup(sp->fd()), peer));
@@ -134,6 +137,7 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
             c.fail_and_close("expected HELLO on the control connection");
             fail("{} sent no HELLO on the control connection", peer);
         }
+        c.socket().set_recv_timeout(dist::recv_timeout_seconds());
         const std::string host = sp->peer_host();
         {
             std::lock_guard lk(mu_);
