@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "dist/activation.h"
+#include "model/state_file.h"
 
 namespace ds4::pipeline {
 
@@ -62,6 +63,11 @@ public:
     // call replays from position 0.
     bool dirty_ = false;
 
+    void loaded(const std::vector<int32_t>& t, uint64_t hash) {
+        tokens_ = t;
+        hash_ = hash;
+        dirty_ = false;
+    }
     void append(std::span<const int32_t> t, uint64_t hash) {
         tokens_.insert(tokens_.end(), t.begin(), t.end());
         hash_ = hash;
@@ -121,11 +127,134 @@ void PipelineModel::eval_layers(model::Batch, float*) {
 }
 void PipelineModel::head(model::Batch, const float*) { fail("head: a pipeline runs its stages through eval()"); }
 
-std::vector<uint8_t> PipelineModel::save_state(const model::Sequence&, std::span<const float>) const {
-    fail("saving a session is not supported over a pipeline yet");
+namespace {
+
+// A fresh authenticated data connection to one hop, for the snapshot frames.
+std::unique_ptr<dist::Connection> connect_hop(const Hop& h, const dist::DistKey& key) {
+    try {
+        dist::Socket s = dist::connect_to(h.entry.host, uint16_t(h.entry.port));
+        dist::authenticate_connector(s, key, dist::Channel::data);
+        return std::make_unique<dist::Connection>(std::move(s));
+    } catch (const dist::TransportError& e) {
+        fail("route incomplete: {}", e.what());
+    }
 }
-void PipelineModel::load_state(std::span<const uint8_t>, model::Sequence&, std::vector<float>*) const {
-    fail("loading a session is not supported over a pipeline yet");
+
+template <class T>
+T expect_frame(dist::Connection& c, const Hop& h, const char* what) {
+    dist::Message m;
+    try {
+        m = c.recv_message();
+    } catch (const dist::TransportError& e) {
+        fail("route incomplete: {}", e.what());
+    }
+    if (auto* e = std::get_if<dist::ErrorFrame>(&m)) fail("{}", e->message);
+    auto* t = std::get_if<T>(&m);
+    if (!t) fail("the worker {} answered a snapshot request without {}", hop_name(h), what);
+    return std::move(*t);
+}
+
+}  // namespace
+
+// The whole-model state: the coordinator's range saved here, each worker's range fetched with
+// SNAPSHOT_SAVE_REQ (BEGIN, CHUNKs, DONE), merged in layer order (docs/STATE_FORMAT.md).
+std::vector<uint8_t> PipelineModel::save_state(const model::Sequence& seq, std::span<const float> logits) const {
+    const auto* ps = dynamic_cast<const PipelineSequence*>(&seq);
+    if (!ps || &ps->owner_ != this) fail("save_state: a sequence of another model");
+    std::lock_guard lk(mu_);
+    if (ps->dirty_) fail("save_state: the sequence is out of step with the workers (a call failed); evaluate it first");
+    const Route route = coord_->route();
+    std::vector<std::vector<uint8_t>> parts;
+    parts.push_back(local_->save_state(*ps->local_));
+    for (const Hop& h : route.hops) {
+        auto c = connect_hop(h, key_);
+        dist::SnapshotSaveReq q;
+        q.model_id = model_id(info_);
+        q.session_id = ps->session_;
+        q.request_id = next_request_++;
+        q.token_hash = ps->hash_;
+        q.token_count = uint32_t(ps->pos());
+        q.layer_start = h.entry.layer_start;
+        q.layer_end = h.entry.layer_end;
+        try {
+            c->send(dist::encode(q));
+        } catch (const dist::TransportError& e) {
+            fail("route incomplete: {}", e.what());
+        }
+        const auto b = expect_frame<dist::SnapshotBegin>(*c, h, "SNAPSHOT_BEGIN");
+        if (b.status != dist::kStatusOk)
+            fail("the worker {} cannot save the session: {} (evaluate the sequence again first)", hop_name(h),
+                 b.message);
+        // Chunks fill what BEGIN declared, bounded like any state this process could hold.
+        const uint64_t bound = uint64_t(local_->sequence_bytes(ps->options())) * 4 + (64u << 20);
+        if (b.payload_bytes > bound) fail("the worker {} declares a state of {} bytes", hop_name(h), b.payload_bytes);
+        std::vector<uint8_t> state;
+        while (state.size() < b.payload_bytes) {
+            const auto ch = expect_frame<dist::SnapshotChunk>(*c, h, "SNAPSHOT_CHUNK");
+            if (ch.request_id != q.request_id || state.size() + ch.data.size() > b.payload_bytes)
+                fail("the worker {} sent a snapshot chunk out of turn", hop_name(h));
+            state.insert(state.end(), ch.data.begin(), ch.data.end());
+        }
+        const auto d = expect_frame<dist::SnapshotDone>(*c, h, "SNAPSHOT_DONE");
+        if (d.status != dist::kStatusOk) fail("the worker {} failed to save: {}", hop_name(h), d.message);
+        parts.push_back(std::move(state));
+    }
+    std::vector<std::span<const uint8_t>> spans(parts.begin(), parts.end());
+    return model::merge_range_states(spans, info_.range, logits);
+}
+
+// Cuts a whole-model state by the route: each worker's range goes out with
+// SNAPSHOT_LOAD_BEGIN + CHUNKs (DONE says whether it loaded), then the coordinator's own.
+void PipelineModel::load_state(std::span<const uint8_t> bytes, model::Sequence& seq,
+                               std::vector<float>* logits) const {
+    auto* ps = dynamic_cast<PipelineSequence*>(&seq);
+    if (!ps || &ps->owner_ != this) fail("load_state: a sequence of another model");
+    std::lock_guard lk(mu_);
+    const model::StateReader whole(bytes, "state");
+    const model::StateHeader& h = whole.header();
+    if (h.range != info_.range)
+        fail("state: holds layers {}; a pipeline loads whole-model states", h.range.str());
+    if (h.architecture != info_.architecture || h.metadata_hash != info_.metadata_hash)
+        fail("state: saved by another model");
+    if (int64_t(h.tokens.size()) > ps->options().ctx)
+        fail("state: {} tokens do not fit a context of {}", h.tokens.size(), ps->options().ctx);
+    const auto local_part = model::cut_range_state(bytes, local_->info().range);
+    const uint64_t hash = dist::token_hash(dist::kTokenHashInit, h.tokens);
+    const Route route = coord_->route();
+    for (const Hop& hop : route.hops) {
+        const model::LayerRange r{hop.entry.layer_start, hop.entry.layer_end, hop.has_output};
+        const auto part = model::cut_range_state(bytes, r);
+        auto c = connect_hop(hop, key_);
+        dist::SnapshotLoadBegin b;
+        b.req.model_id = model_id(info_);
+        b.req.session_id = ps->session_;
+        b.req.request_id = next_request_++;
+        b.req.token_hash = hash;
+        b.req.token_count = uint32_t(h.tokens.size());
+        b.req.layer_start = r.first;
+        b.req.layer_end = r.last;
+        b.payload_bytes = part.size();
+        b.tokens = h.tokens;
+        try {
+            c->send(dist::encode(b));
+            for (size_t at = 0; at < part.size(); at += dist::kSnapshotChunkBytes) {
+                dist::SnapshotChunk ch;
+                ch.request_id = b.req.request_id;
+                const size_t n = std::min<size_t>(dist::kSnapshotChunkBytes, part.size() - at);
+                ch.data.assign(part.begin() + ptrdiff_t(at), part.begin() + ptrdiff_t(at + n));
+                c->send(dist::encode(ch));
+            }
+        } catch (const dist::TransportError& e) {
+            fail("route incomplete: {}", e.what());
+        }
+        const auto d = expect_frame<dist::SnapshotDone>(*c, hop, "SNAPSHOT_DONE");
+        if (d.status != dist::kStatusOk) fail("the worker {} could not load the state: {}", hop_name(hop), d.message);
+    }
+    // The coordinator's part last (unchanged if it fails; the workers' sessions then differ from
+    // this sequence's hash, and its next call replays).
+    local_->load_state(local_part, *ps->local_);
+    ps->loaded(h.tokens, hash);
+    if (logits) *logits = h.logits;
 }
 
 void PipelineModel::eval(model::Batch b) {

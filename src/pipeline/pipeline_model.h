@@ -81,10 +81,10 @@ private:
     model::ModelInfo info_;
     DistOptions dist_;
     dist::DistKey key_;
-    std::mutex mu_;
+    mutable std::mutex mu_;                         // calls, save_state and load_state one at a time
     std::unique_ptr<dist::Connection> data_;        // to the route's first hop
     uint64_t data_generation_ = 0;
-    uint64_t next_request_ = 1;
+    mutable uint64_t next_request_ = 1;
 };
 
 // Opens the model for ds4's flags: the plain model without --role, the PipelineModel (after

@@ -292,9 +292,22 @@ private:
                 std::fprintf(stderr, "ds4: data connection: %s\n", e.what());
                 return;
             }
+            try {
+                if (auto* q = std::get_if<dist::SnapshotSaveReq>(&m)) {
+                    save_snapshot(up->conn, *q);
+                    continue;
+                }
+                if (auto* q = std::get_if<dist::SnapshotLoadBegin>(&m)) {
+                    load_snapshot(up->conn, *q);
+                    continue;
+                }
+            } catch (const Error& e) {
+                std::fprintf(stderr, "ds4: snapshot: %s\n", e.what());
+                return;
+            }
             auto* w = std::get_if<dist::Work>(&m);
             if (!w) {
-                up->conn.fail_and_close("expected WORK on a data connection");
+                up->conn.fail_and_close("expected WORK or a snapshot request on a data connection");
                 return;
             }
             try {
@@ -312,6 +325,84 @@ private:
     }
 
     std::string range_name() const { return model_->info().range.str(); }
+
+    // SNAPSHOT_SAVE_REQ: this range's state of the session as BEGIN, CHUNKs, DONE; a status 1
+    // BEGIN (no chunks) when the session does not hold the asked tokens.
+    void save_snapshot(dist::Connection& c, const dist::SnapshotSaveReq& q) {
+        const auto& info = model_->info();
+        dist::SnapshotBegin b;
+        b.req = q;
+        std::vector<uint8_t> state;
+        if (q.model_id != model_id(info) || q.layer_start != info.range.first || q.layer_end != info.range.last) {
+            b.status = 2;
+            b.message = fmt::format("worker layers {}: snapshot request for another model or range", range_name());
+        } else {
+            auto sess = session(q.session_id);
+            std::lock_guard lk(sess->mu);
+            if (sess->seq->pos() != int64_t(q.token_count) || sess->hash != q.token_hash) {
+                b.status = dist::kStatusStateMismatch;
+                b.message = fmt::format("worker layers {} holds {} tokens of the session, not the {} asked",
+                                        range_name(), sess->seq->pos(), q.token_count);
+            } else {
+                state = model_->save_state(*sess->seq);
+                b.tokens = sess->seq->tokens();
+                b.payload_bytes = state.size();
+            }
+        }
+        b.req.token_count = uint32_t(b.tokens.size());
+        c.send(dist::encode(b));
+        for (size_t at = 0; at < state.size(); at += dist::kSnapshotChunkBytes) {
+            dist::SnapshotChunk ch;
+            ch.request_id = q.request_id;
+            const size_t n = std::min<size_t>(dist::kSnapshotChunkBytes, state.size() - at);
+            ch.data.assign(state.begin() + ptrdiff_t(at), state.begin() + ptrdiff_t(at + n));
+            c.send(dist::encode(ch));
+        }
+        dist::SnapshotDone d;
+        d.request_id = q.request_id;
+        d.status = b.status;
+        c.send(dist::encode(d));
+    }
+
+    // SNAPSHOT_LOAD_BEGIN + CHUNKs: loads this range's state into the session; DONE with the
+    // status (and the reason when it failed; the session is then unchanged).
+    void load_snapshot(dist::Connection& c, const dist::SnapshotLoadBegin& b) {
+        const auto& info = model_->info();
+        // Bounded before anything is buffered: a state holds at most the sequence's memory
+        // plus the token history.
+        const uint64_t bound = uint64_t(model_->sequence_bytes(opt_.seq)) * 2 + 4 * uint64_t(opt_.seq.ctx) + (1u << 20);
+        dist::SnapshotDone d;
+        d.request_id = b.req.request_id;
+        if (b.payload_bytes > bound)
+            throw dist::ProtocolError(fmt::format("snapshot of {} bytes over this worker's bound of {}",
+                                                  b.payload_bytes, bound));
+        std::vector<uint8_t> state;
+        while (state.size() < b.payload_bytes) {
+            const dist::Message m = c.recv_message();
+            const auto* ch = std::get_if<dist::SnapshotChunk>(&m);
+            if (!ch || ch->request_id != b.req.request_id || state.size() + ch->data.size() > b.payload_bytes)
+                throw dist::ProtocolError("snapshot load: expected the next SNAPSHOT_CHUNK");
+            state.insert(state.end(), ch->data.begin(), ch->data.end());
+        }
+        try {
+            if (b.req.model_id != model_id(info) || b.req.layer_start != info.range.first ||
+                b.req.layer_end != info.range.last)
+                fail("snapshot for another model or range");
+            auto sess = session(b.req.session_id);
+            std::lock_guard lk(sess->mu);
+            model_->load_state(state, *sess->seq);  // unchanged on error
+            sess->hash = dist::token_hash(dist::kTokenHashInit, sess->seq->tokens());
+            if (sess->hash != b.req.token_hash || sess->seq->pos() != int64_t(b.req.token_count)) {
+                sess->seq->clear();
+                sess->hash = dist::kTokenHashInit;
+                fail("the state holds other tokens than the request says");
+            }
+        } catch (const Error& e) {
+            d.status = 2;
+            d.message = fmt::format("worker layers {}: {}", range_name(), e.what());
+        }
+        c.send(dist::encode(d));
+    }
 
     // One WORK: the encoded answer (RESULT; an Error is sent up as an ERROR frame), or nothing
     // when it went on to the next hop, whose relay thread answers.

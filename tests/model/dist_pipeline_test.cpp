@@ -6,7 +6,8 @@
 // coordinator fail with "route incomplete" within a bound; pipelined prefill gives the same ids;
 // 16- and 8-bit hidden states stay close;
 // ds4-bench as the coordinator probes
-// the same greedy ids. In-process, the PipelineModel keeps
+// the same greedy ids; session states save and load across the route. In-process, the
+// PipelineModel keeps
 // the workers consistent through rewind, clear and a worker restart (replay).
 //
 // Every process runs with a time limit and is killed at the end; ports are picked free.
@@ -386,6 +387,56 @@ void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
     s.truncate(40);  // what the failed call left is dropped
     s.eval(rest, &got);
     EXPECT_EQ(got, ref60);
+}
+
+// Session states across the route (SNAPSHOT frames): the merged state of coordinator 0:1 and
+// workers 2:3, 4:output is byte for byte the state one process saves, and loading it (or one
+// process's) into a fresh pipeline sequence continues with the same logits.
+TEST_F(DistPipeline, SessionStatesSaveAndLoadAcrossTheRoute) {
+    const auto ids = oracle::random_token_ids(60, 512, 14);
+    const std::vector<int32_t> first(ids.begin(), ids.begin() + 40), rest(ids.begin() + 40, ids.end());
+    auto whole = model::open(model_, {.threads = 1});
+    std::vector<float> ref60, logits40;
+    std::vector<uint8_t> one_state;
+    {
+        model::Session s(*whole, {.ctx = 256, .prefill_chunk = 40});
+        s.eval(first, &logits40);
+        one_state = whole->save_state(s.sequence(), logits40);
+        s.eval(rest, &ref60);
+    }
+    const uint16_t port = free_port();
+    auto w1 = worker("w1", "2:3", port, {"-c", "256"});
+    auto w2 = worker("w2", "4:output", port, {"-c", "256"});
+    pipeline::DistOptions d;
+    d.role = pipeline::Role::coordinator;
+    d.layers = "0:1";
+    d.listen_host = "127.0.0.1";
+    d.listen_port = port;
+    d.route_timeout_s = 30;
+    d.debug = true;
+    auto pm = pipeline::open_model(model_, {.threads = 1}, d);
+    std::vector<float> got;
+    {
+        model::Session s(*pm, {.ctx = 256, .prefill_chunk = 40});
+        s.eval(first, &got);
+        EXPECT_EQ(got, logits40);
+        const auto state = pm->save_state(s.sequence(), got);
+        EXPECT_TRUE(state == one_state) << state.size() << " vs " << one_state.size() << " bytes";
+    }
+    for (int k = 0; k < 2; ++k) {
+        model::Session s(*pm, {.ctx = 256, .prefill_chunk = 40});
+        std::vector<float> loaded;
+        testing::internal::CaptureStderr();
+        pm->load_state(one_state, s.sequence(), &loaded);
+        EXPECT_EQ(loaded, logits40);
+        EXPECT_EQ(s.pos(), 40);
+        s.eval(rest, &got);
+        const std::string log = testing::internal::GetCapturedStderr();
+        EXPECT_EQ(got, ref60) << k;
+        // The workers hold the loaded state: no replay (which --debug would report).
+        EXPECT_FALSE(contains(log, "replaying")) << log;
+        EXPECT_TRUE(contains(log, "ack-only") || contains(log, "round trip")) << log;
+    }
 }
 
 // ds4-bench as the coordinator: its snapshot / restore of the KV state at every frontier (clone,
