@@ -66,8 +66,6 @@ int run(const Options& o) {
     const int threads = ds4::resolve_threads(o.threads);
     if (o.dist.role == ds4::pipeline::Role::worker)
         ds4::fail("workers are `ds4 --role worker`; ds4-server can only be the coordinator");
-    if (o.dist.role == ds4::pipeline::Role::coordinator && !o.server.scheduler.kv.dir.empty())
-        ds4::fail("--kv-disk-dir is not supported over a pipeline yet (sessions cannot be saved across it)");
     auto model = ds4::pipeline::open_model(
         o.model, {.threads = threads,
                   .load = o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map},
