@@ -8,6 +8,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -17,12 +18,12 @@
 namespace ds4::dist {
 namespace {
 
-double env_seconds(const char* name, double dflt) {
+double env_number(const char* name, double dflt, const char* unit) {
     const char* v = std::getenv(name);
     if (!v || !*v) return dflt;
     char* end = nullptr;
     const double d = std::strtod(v, &end);
-    if (end == v || *end || d < 0) fail("{}={} is not a number of seconds", name, v);
+    if (end == v || *end || d < 0) fail("{}={} is not a number of {}", name, v, unit);
     return d;
 }
 
@@ -50,14 +51,28 @@ void configure(int fd) {
     if (snd > 0) set_timeout(fd, SO_SNDTIMEO, snd);
     const double rcv = recv_timeout_seconds();
     if (rcv > 0) set_timeout(fd, SO_RCVTIMEO, rcv);
+    // Room for a whole prefill chunk's hidden state in flight (the kernel caps it at
+    // net.core.wmem_max / rmem_max).
+    const int buf = int(std::min<double>(socket_buffer_mb(), 2047) * 1024 * 1024);
+    if (buf > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    }
 }
 
 std::string sys_error(int err) { return std::strerror(err); }
 
 }  // namespace
 
-double send_timeout_seconds() { return env_seconds("DS4_DIST_SOCKET_TIMEOUT_SEC", 60); }
-double recv_timeout_seconds() { return env_seconds("DS4_DIST_SOCKET_RECV_TIMEOUT_SEC", 0); }
+void check_environment() {
+    socket_buffer_mb();
+    send_timeout_seconds();
+    recv_timeout_seconds();
+}
+
+double socket_buffer_mb() { return env_number("DS4_DIST_SOCKET_BUFFER_MB", 128, "MiB"); }
+double send_timeout_seconds() { return env_number("DS4_DIST_SOCKET_TIMEOUT_SEC", 60, "seconds"); }
+double recv_timeout_seconds() { return env_number("DS4_DIST_SOCKET_RECV_TIMEOUT_SEC", 0, "seconds"); }
 
 Socket& Socket::operator=(Socket&& o) noexcept {
     if (this != &o) {

@@ -134,7 +134,12 @@ private:
     std::mutex send_mu_;
 };
 
-// Environment overrides (spec §7.1): the send timeout, and an optional receive timeout.
+// Environment overrides (spec §7.1): the send timeout, an optional receive timeout, and the
+// socket buffer size in MiB (DS4_DIST_SOCKET_BUFFER_MB, default 128; 0 leaves the system's).
+// check_environment() reads all three and throws ds4::Error naming a bad value: call it before
+// any socket is made (the sockets' own calls would then fail in a background thread).
+void check_environment();
+double socket_buffer_mb();
 double send_timeout_seconds();
 double recv_timeout_seconds();
 

@@ -468,6 +468,7 @@ void PipelineModel::run_span_unguarded(PipelineSequence& ps, std::span<const int
 std::unique_ptr<model::Model> open_model(const std::string& path, const model::OpenOptions& open,
                                          const DistOptions& dist) {
     if (const std::string why = dist_options_error(dist); !why.empty()) fail("{}", why);
+    if (dist.role != Role::none) dist::check_environment();
     switch (dist.role) {
         case Role::none:
             return model::open(path, open);

@@ -2,7 +2,9 @@
 // end runs unchanged over several processes: eval() embeds and runs the coordinator's own layers
 // here, sends the hidden state in a WORK to the first worker of the route, and gets back the
 // logits (or, when no worker holds the output head, the last hidden state, and runs the head
-// here), an ACK when no logits are wanted.
+// here), an ACK when no logits are wanted. A call's tokens go out in WORKs of
+// --dist-prefill-chunk tokens; ACK-only ones stay in flight (up to --dist-prefill-window)
+// while the next chunk runs here, so the stages compute at the same time (prefill pipelining).
 //
 // Each PipelineSequence has a random session id and the token hash of what it holds; every
 // WORK carries the hash before and after its span, so a worker whose state for the session
@@ -12,6 +14,10 @@
 // span starts before its end at a prefix it holds (what Sequence::rewind allows locally).
 // A transport failure fails the call with "route incomplete: ..." and marks the sequence to be
 // replayed; a worker that registers again is caught up by that replay.
+//
+// save_state / load_state give and take whole-model states (docs/STATE_FORMAT.md): the
+// coordinator's range state merged with each worker's, fetched and pushed with the SNAPSHOT
+// frames on fresh data connections.
 #pragma once
 
 #include <cstdint>

@@ -541,6 +541,7 @@ private:
 
 int run_worker(const WorkerOptions& o) {
     if (const std::string why = dist_options_error(o.dist); !why.empty()) fail("{}", why);
+    dist::check_environment();
     Worker w(o);
     return w.run();
 }

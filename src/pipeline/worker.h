@@ -1,4 +1,4 @@
-// A pipeline worker (docs/DISTRIBUTED.md, "Worker"): holds a contiguous range of layers,
+// A pipeline worker (docs/DISTRIBUTED.md, "How a call travels"): holds a contiguous range of layers,
 // registers with the coordinator (HELLO on a control connection; retried while the coordinator
 // is down, again whenever the connection drops), and serves WORK on its data port.
 //
@@ -7,8 +7,10 @@
 // pos0 first when the sequence is ahead and can rewind); otherwise the answer is a RESULT with
 // kStatusStateMismatch and nothing changes, and the coordinator replays. RESET_SESSION (or
 // pos0 = 0) starts the session over. After its layers the worker forwards the hidden state to
-// the next hop of the route and relays that hop's RESULT upstream with its own telemetry
-// record appended, or, as the last hop, answers with the logits, the hidden state or an ACK.
+// the next hop of the route without waiting (a relay thread per next-hop connection returns
+// that hop's answers upstream in order, each with this hop's telemetry record appended), or,
+// as the last hop, answers with the logits, the hidden state or an ACK. SNAPSHOT_SAVE_REQ and
+// SNAPSHOT_LOAD_BEGIN save and load a session's state of this range.
 #pragma once
 
 #include <string>
