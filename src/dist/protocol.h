@@ -70,7 +70,10 @@ inline constexpr uint32_t kWorkInputHc = 0x1;       // a hidden state is attache
 inline constexpr uint32_t kWorkOutputLogits = 0x2;  // this stage must produce logits
 inline constexpr uint32_t kWorkResetSession = 0x4;  // drop the session's KV and hash first
 inline constexpr uint32_t kWorkAckOnly = 0x8;       // answer with an ACK, no payload
-inline constexpr uint32_t kWorkKnownFlags = 0xF;
+// Ours (not upstream's): with OUTPUT_LOGITS, the logits of every row of the span instead of the
+// last row only ([n_tokens][n_vocab]; --dump-logits-f32 over a pipeline needs them).
+inline constexpr uint32_t kWorkAllLogits = 0x10;
+inline constexpr uint32_t kWorkKnownFlags = 0x1F;
 // Route entry flags.
 inline constexpr uint32_t kRouteOutputLogits = 0x1;
 // Route-return record kinds.
@@ -162,6 +165,11 @@ struct Telemetry {
 };
 
 enum class ResultKind : uint32_t { ack = 0, hidden_state = 1, logits = 2 };
+// RESULT status values (ours; the spec names only "a status error"): 0 done; 1 the worker's
+// state for the session does not match prefix_hash (recoverable: replay with RESET_SESSION).
+// Errors that are not recoverable travel as an ERROR frame with a message.
+inline constexpr uint32_t kStatusOk = 0;
+inline constexpr uint32_t kStatusStateMismatch = 1;
 
 // RESULT (4). telemetry_count = telemetry.size(), telemetry_bytes = 40 * telemetry_count,
 // payload_bytes = payload.size(). Checked on decode: kind is 0, 1 or 2; an ACK has no payload;

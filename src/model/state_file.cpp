@@ -148,6 +148,13 @@ std::array<uint8_t, 16> StateReader::begin_layer(uint32_t layer) {
     return h;
 }
 
+std::span<const uint8_t> StateReader::layer_bytes() {
+    if (!section_end_) bad("no layer section open");
+    const auto s = b_.subspan(at_, section_end_ - at_);
+    at_ = section_end_;
+    return s;
+}
+
 void StateReader::end_layer() {
     if (at_ != section_end_) bad(fmt::format("{} bytes left unread in a layer section", section_end_ - at_));
     section_end_ = 0;
@@ -155,6 +162,65 @@ void StateReader::end_layer() {
 
 void StateReader::finish() {
     if (at_ != b_.size()) bad(fmt::format("{} bytes after the last layer section", b_.size() - at_));
+}
+
+std::vector<uint8_t> merge_range_states(const std::vector<std::span<const uint8_t>>& parts, LayerRange range,
+                                        std::span<const float> logits) {
+    if (parts.empty()) fail("merging states: no parts");
+    std::vector<StateReader> readers;
+    for (size_t i = 0; i < parts.size(); ++i) readers.emplace_back(parts[i], fmt::format("state part {}", i));
+    const StateHeader& h0 = readers[0].header();
+    uint32_t next = range.first;
+    for (size_t i = 0; i < readers.size(); ++i) {
+        const StateHeader& h = readers[i].header();
+        if (h.architecture != h0.architecture || h.metadata_hash != h0.metadata_hash || h.n_layer != h0.n_layer)
+            fail("merging states: part {} belongs to another model", i);
+        if (h.qat != h0.qat) fail("merging states: part {} has another QAT flag", i);
+        if (h.tokens != h0.tokens)
+            fail("merging states: part {} holds other tokens ({} vs {})", i, h.tokens.size(), h0.tokens.size());
+        if (h.range.first != next)
+            fail("merging states: part {} holds layers {}, expected layer {} next", i, h.range.str(), next);
+        next = h.range.last + 1;
+    }
+    if (next != range.last + 1) fail("merging states: the parts end at layer {}, not {}", next - 1, range.last);
+    StateHeader out = h0;
+    out.range = range;
+    out.logits.assign(logits.begin(), logits.end());
+    StateWriter w(out);
+    for (StateReader& r : readers) {
+        for (uint32_t il = r.header().range.first; il <= r.header().range.last; ++il) {
+            const auto hash = r.begin_layer(il);
+            const auto bytes = r.layer_bytes();
+            r.end_layer();
+            w.begin_layer(il, hash);
+            w.bytes(bytes.data(), bytes.size());
+            w.end_layer();
+        }
+        r.finish();
+    }
+    return w.finish();
+}
+
+std::vector<uint8_t> cut_range_state(std::span<const uint8_t> state, LayerRange range) {
+    StateReader r(state, "state");
+    const StateHeader& h = r.header();
+    if (range.first < h.range.first || range.last > h.range.last)
+        fail("state: holds layers {}, not {}", h.range.str(), range.str());
+    StateHeader out = h;
+    out.range = range;
+    out.logits.clear();
+    StateWriter w(out);
+    for (uint32_t il = h.range.first; il <= h.range.last; ++il) {
+        const auto hash = r.begin_layer(il);
+        const auto bytes = r.layer_bytes();
+        r.end_layer();
+        if (!range.contains(il)) continue;
+        w.begin_layer(il, hash);
+        w.bytes(bytes.data(), bytes.size());
+        w.end_layer();
+    }
+    r.finish();
+    return w.finish();
 }
 
 }  // namespace ds4::model

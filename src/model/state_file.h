@@ -63,6 +63,8 @@ public:
     // Starts layer section `layer` (the next in order) and returns its recorded layer hash;
     // end_layer() checks the section was read exactly.
     std::array<uint8_t, 16> begin_layer(uint32_t layer);
+    // The rest of the current layer section as it is, consumed (for merging and cutting states).
+    std::span<const uint8_t> layer_bytes();
     void end_layer();
     void finish();  // every byte read
     [[noreturn]] void bad(const std::string& why) const;
@@ -74,5 +76,15 @@ private:
     std::string name_;
     StateHeader h_;
 };
+
+// States of layer ranges (docs/STATE_FORMAT.md, "States of layer ranges"). merge_range_states
+// joins states of consecutive ranges of one model (same architecture, metadata hash, layer count,
+// QAT flag and tokens; each range starting where the previous ended) into one state of
+// `range` (their union; `range.output` says whether it ends with the head), with `logits`
+// (empty: none) and the first part's ctx. cut_range_state keeps the sections of `range` (which
+// the state must hold), without logits. Both check the inputs and throw ds4::Error.
+std::vector<uint8_t> merge_range_states(const std::vector<std::span<const uint8_t>>& parts, LayerRange range,
+                                        std::span<const float> logits);
+std::vector<uint8_t> cut_range_state(std::span<const uint8_t> state, LayerRange range);
 
 }  // namespace ds4::model

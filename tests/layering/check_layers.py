@@ -47,6 +47,11 @@ PROBES = [
     ("streaming", "engine/engine.h", False),
     ("model", "streaming/expert_cache.h", False),
     ("engine", "streaming/expert_cache.h", False),
+    ("pipeline", "model/model.h", True),
+    ("pipeline", "dist/connection.h", True),
+    ("pipeline", "engine/engine.h", False),
+    ("model", "pipeline/worker.h", False),
+    ("dist", "pipeline/options.h", False),
 ]
 
 

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "model/deepseek4/model.h"
 #include "model/session.h"
+#include "model/state_file.h"
 #include "tokenizer/tokenizer.h"
 #include "support/tiny_model.h"
 #include "support/tool_run.h"
@@ -136,6 +137,48 @@ TEST_F(State, LayerRangeStatesLoadIntoTheirRange) {
     step(*s1, *s2, 100, 50, a.data());
     step(*l1, *l2, 100, 50, b.data());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+// Range states merged in layer order are the whole model's state byte for byte; cut back, each
+// range's part is that range's state; parts that do not fit together are refused.
+TEST_F(State, RangeStatesMergeIntoTheWholeStateAndCutBack) {
+    auto whole = Model::load(path_, {.threads = 2});
+    auto first = Model::load(path_, {.threads = 2, .layers = "0:2"});
+    auto second = Model::load(path_, {.threads = 2, .layers = "3:output"});
+    const int64_t V = whole->config().n_vocab, H = first->info().hidden_size;
+    const auto ids = oracle::random_token_ids(60, V, 8);
+    auto sw = whole->new_sequence({.ctx = 128});
+    auto s1 = first->new_sequence({.ctx = 128});
+    auto s2 = second->new_sequence({.ctx = 128});
+    std::vector<float> logits(static_cast<size_t>(V)), h(static_cast<size_t>(60 * H));
+    const model::BatchItem iw{sw.get(), ids, model::Logits::Last, logits.data()};
+    whole->eval(model::Batch(&iw, 1));
+    const model::BatchItem i1{s1.get(), ids}, i2{s2.get(), ids};
+    first->embed(model::Batch(&i1, 1), h.data());
+    first->eval_layers(model::Batch(&i1, 1), h.data());
+    second->eval_layers(model::Batch(&i2, 1), h.data());
+    const auto ref = whole->save_state(*sw, logits);
+    const auto b1 = first->save_state(*s1), b2 = second->save_state(*s2);
+    const auto all = model::LayerRange::all(whole->info().n_layer);
+    EXPECT_TRUE(model::merge_range_states({b1, b2}, all, logits) == ref);
+    EXPECT_TRUE(model::cut_range_state(ref, first->info().range) == b1);
+    EXPECT_TRUE(model::cut_range_state(ref, second->info().range) == b2);
+    auto expect_refused = [&](const std::vector<std::span<const uint8_t>>& parts, const char* what) {
+        try {
+            model::merge_range_states(parts, all, {});
+            ADD_FAILURE() << what << ": merged";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    expect_refused({b2, b1}, "holds layers 3:output, expected layer 0 next");
+    expect_refused({b1}, "the parts end at layer 2");
+    auto shorter = second->new_sequence({.ctx = 128});
+    const model::BatchItem i3{shorter.get(), {ids.data(), 59}};
+    second->eval_layers(model::Batch(&i3, 1), h.data());
+    const auto b3 = second->save_state(*shorter);
+    expect_refused({b1, b3}, "holds other tokens");
+    EXPECT_THROW(model::cut_range_state(b1, second->info().range), Error);
 }
 
 TEST_F(State, BadStatesAreRejectedAndLeaveTheSequenceAlone) {

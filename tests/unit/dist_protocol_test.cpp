@@ -348,7 +348,7 @@ TEST(DistProtocol, WorkChecks) {
     // 4 * 0x40000000 wraps to 0 in u32: must not pass as consistent.
     expect_bad(patch(patch(f, 10, 0x40000000u), 14, 0), "token_bytes 0 is not 4 * n_tokens (1073741824)");
     expect_bad(patch(patch(f, 9, 0xFFFFFFFEu), 10, 3), "pos0 4294967294 + n_tokens 3 overflows u32");
-    expect_bad(patch(f, 13, 0x13), "unknown flags 0x13");
+    expect_bad(patch(f, 13, 0x23), "unknown flags 0x23");
     expect_bad(patch(f, 16, 24), "input_hc_bits 24 is not 32, 16 or 8");
     expect_bad(patch(f, 15, 0), "INPUT_HC is set but input_hc_bytes is 0");
     // 48 bytes = 3 tokens x 8 values x 2 bytes; 50 is not a whole number of values per token.

@@ -13,6 +13,7 @@
 #include "common/thread_count.h"
 #include "frontier.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "options.h"
 #include "report.h"
 #include "sweep.h"
@@ -26,9 +27,11 @@ int run(const Options& o) {
         o.token_ids.empty() ? std::vector<int32_t>{} : read_token_ids(o.token_ids);
     frontiers(o.shape);  // flag errors before the (slow) load
     const int threads = resolve_threads(o.threads);
-    auto model = model::open(o.model, {.threads = threads,
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
-                                       .stream_experts = o.streaming.enabled});
+    if (o.dist.role == pipeline::Role::worker) fail("workers are `ds4 --role worker`; ds4-bench can only be the coordinator");
+    auto model = pipeline::open_model(o.model, {.threads = threads,
+                                                .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
+                                                .stream_experts = o.streaming.enabled},
+                                      o.dist);
     const gguf::File& file = model->file();
     const int64_t ctx = o.ctx > 0 ? o.ctx : context_needed(o.shape);
     const auto streaming = streaming::attach(

@@ -69,6 +69,7 @@ ParseResult parse_options(int argc, char** argv) {
                  gguf::File::kCopyHelp)
         ->group("Runtime");
     streaming::add_flags(app, o.streaming, "SSD streaming");
+    pipeline::add_dist_flags(app, o.dist);
     app.footer(
         "Each row prefills only the tokens since the previous frontier (prefill_tokens) and times\n"
         "them; then, from a snapshot of the KV state, it times a greedy decode of --gen-tokens\n"

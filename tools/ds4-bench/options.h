@@ -9,6 +9,7 @@
 
 #include "frontier.h"
 #include "streaming/options.h"
+#include "pipeline/options.h"
 
 namespace ds4::bench {
 
@@ -27,6 +28,7 @@ struct Options {
     bool no_mmap = false;       // --no-mmap
     streaming::Options streaming;  // --ssd-streaming*, --expert-profile
     std::string dump_probe_ids; // --dump-probe-ids FILE: each probe's greedy ids, one line per row
+    pipeline::DistOptions dist; // --role coordinator ...: measure over a pipeline (waits for the route)
 };
 
 struct ParseResult {

@@ -16,6 +16,7 @@
 #include "gguf/reader.h"
 #include "model/context_check.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "server/http_server.h"
 #include "streaming/options.h"
 #include "tokenizer/tokenizer.h"
@@ -34,6 +35,7 @@ struct Options {
     bool no_mmap = false;
     ds4::streaming::Options streaming;
     ds4::server::ServerOptions server;
+    ds4::pipeline::DistOptions dist;  // --role coordinator: the model runs over a pipeline
     std::string force_output;
 };
 
@@ -64,10 +66,13 @@ int run(const Options& o) {
         ds4::fail("model file {} not found; pass -m FILE (scripts/run-default.sh writes a small "
                   "random model to models/default.gguf)", o.model);
     const int threads = ds4::resolve_threads(o.threads);
-    auto model = ds4::model::open(
+    if (o.dist.role == ds4::pipeline::Role::worker)
+        ds4::fail("workers are `ds4 --role worker`; ds4-server can only be the coordinator");
+    auto model = ds4::pipeline::open_model(
         o.model, {.threads = threads,
                   .load = o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map,
-                  .stream_experts = o.streaming.enabled});
+                  .stream_experts = o.streaming.enabled},
+        o.dist);
     const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
     long long ctx = o.ctx;
     if (!o.ctx_given && ctx > 0 && uint64_t(ctx) > model->info().trained_ctx) {
@@ -247,6 +252,7 @@ int main(int argc, char** argv) {
                    "TEST ONLY: JSON array of output texts; each request emits the next one "
                    "instead of sampling (docs/SERVER.md)")
         ->option_text("FILE")->group("Testing");
+    ds4::pipeline::add_dist_flags(app, o.dist);
     app.footer(
         "Limits and security: docs/SERVER.md.\n"
         "Routes: GET /health /metrics /v1/models /v1/models/{id}; POST /v1/chat/completions\n"
@@ -257,6 +263,7 @@ int main(int argc, char** argv) {
         "Examples:\n"
         "  ds4-server -m ds4flash.gguf --ctx 100000\n"
         "  ds4-server -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 16GB\n"
+        "  ds4-server -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 (docs/DISTRIBUTED.md)\n"
         "  curl http://127.0.0.1:8000/v1/models");
     try {
         app.parse(argc, argv);

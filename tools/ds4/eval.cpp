@@ -13,6 +13,7 @@
 #include "common/file_io.h"
 #include "model/context_check.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "model/session.h"
 
 namespace ds4::cli {

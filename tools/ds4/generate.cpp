@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "model/context_check.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "tokenizer/tokenizer.h"
 #include "tokens.h"
 #include "turn.h"
@@ -20,9 +21,10 @@ namespace ds4::cli {
 int resolved_threads(const Options& o) { return resolve_threads(o.threads); }
 
 std::unique_ptr<model::Model> open_model(const Options& o, std::unique_ptr<streaming::Attachment>& st) {
-    auto model = model::open(o.model, {.threads = resolved_threads(o),
-                                       .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
-                                       .stream_experts = o.streaming.enabled});
+    auto model = pipeline::open_model(o.model, {.threads = resolved_threads(o),
+                                                .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
+                                                .stream_experts = o.streaming.enabled},
+                                      o.dist);
     st = streaming::attach(*model, o.streaming,
                            streaming::reserved_bytes(*model, {.ctx = o.ctx, .qat = o.qat}, 1));
     return model;

@@ -22,6 +22,7 @@
 #include "model/context_check.h"
 #include "model/identity.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "model/state_file.h"
 #include "prompt.h"
 #include "tokenizer/tokenizer.h"

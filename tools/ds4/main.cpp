@@ -10,12 +10,14 @@
 
 #include "common/cli_checks.h"
 #include "common/error.h"
+#include "common/thread_count.h"
 #include "eval.h"
 #include "generate.h"
 #include "gguf/reader.h"
 #include "inspect.h"
 #include "interactive.h"
 #include "options.h"
+#include "pipeline/worker.h"
 #include "sampling/sampler.h"
 #include "tokens.h"
 
@@ -117,6 +119,7 @@ ParseResult parse_options(int argc, char** argv) {
                  "With --dump-tokens: the literal bytes (no BOS, no template, marker text as "
                  "plain text)")
         ->group("Diagnostics");
+    pipeline::add_dist_flags(app, o.dist);
     app.footer(
         "Without -p or --prompt-file, ds4 is an interactive chat: /help, /think, /think-max,\n"
         "/nothink, /ctx N, /read FILE, /save FILE, /load FILE, /quit; Ctrl+C stops a reply,\n"
@@ -128,6 +131,9 @@ ParseResult parse_options(int argc, char** argv) {
         "  ds4 --inspect ds4flash.gguf\n"
         "  ds4 -m models/default.gguf --token-ids ids.txt --dump-logits-f32 logits.f32\n"
         "  ds4 -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 8GB -p \"Hello\"\n"
+        "Pipeline over two machines (docs/DISTRIBUTED.md):\n"
+        "  ds4 -m M --role worker --layers 22:output --coordinator HOST 4000 --listen 0.0.0.0 4001\n"
+        "  ds4 -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 -p \"Hello\"\n"
         "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
         "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.");
     try {
@@ -151,6 +157,12 @@ ParseResult parse_options(int argc, char** argv) {
     if (prompt->count() > 0 || prompt_file->count() > 0) o.mode = Mode::Generate;
     if (!o.token_ids.empty()) o.mode = Mode::EvalTokens;
     if (dump_tokens) o.mode = Mode::DumpTokens;
+    if (const std::string why = pipeline::dist_options_error(o.dist); !why.empty()) {
+        std::fprintf(stderr, "ds4: %s\n", why.c_str());
+        r.exit_code = 2;
+        return r;
+    }
+    if (o.dist.role == pipeline::Role::worker) o.mode = Mode::Worker;
     if (!o.dump_logits.empty() && o.token_ids.empty()) {
         std::fprintf(stderr, "ds4: --dump-logits-f32 needs --token-ids\n");
         r.exit_code = 2;
@@ -196,6 +208,21 @@ int run(const Options& o) {
         case Mode::Generate:
             require_model(o);
             return run_generate(o);
+        case Mode::Worker:
+            require_model(o);
+            return pipeline::run_worker(
+                {.model_path = o.model,
+                 .open = {.threads = resolve_threads(o.threads),
+                          .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
+                          .stream_experts = o.streaming.enabled},
+                 .seq = {.ctx = o.ctx, .qat = o.qat},
+                 .dist = o.dist,
+                 .on_open = [&o](model::Model& m) -> std::shared_ptr<void> {
+                     // A worker holds up to pipeline::kMaxWorkerSessions sequences.
+                     return streaming::attach(m, o.streaming,
+                                              streaming::reserved_bytes(m, {.ctx = o.ctx, .qat = o.qat},
+                                                                        pipeline::kMaxWorkerSessions));
+                 }});
         case Mode::None:
             break;
     }

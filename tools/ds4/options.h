@@ -8,10 +8,11 @@
 
 #include "chat/render.h"
 #include "streaming/options.h"
+#include "pipeline/options.h"
 
 namespace ds4::cli {
 
-enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate };
+enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate, Worker };
 
 struct Options {
     std::string model = "./ds4flash.gguf";  // -m/--model
@@ -43,6 +44,9 @@ struct Options {
     int top_k = 0;                // --top-k (0: off)
     float min_p = 0.05f;          // --min-p
     std::optional<uint64_t> seed; // --seed (default: a random seed)
+
+    // Pipeline roles (--role, --layers, --listen, --coordinator, --dist-*, --debug).
+    pipeline::DistOptions dist;
 };
 
 // Parses argv. Returns the options, or an exit code when parsing ends the run (--help

@@ -1,0 +1,266 @@
+#include "pipeline/coordinator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "common/error.h"
+
+namespace ds4::pipeline {
+
+uint32_t model_id(const model::ModelInfo& info) {
+    const auto& h = info.metadata_hash;
+    return uint32_t(h[0]) << 24 | uint32_t(h[1]) << 16 | uint32_t(h[2]) << 8 | uint32_t(h[3]);
+}
+
+std::string model_family(const model::ModelInfo& info) {
+    return info.architecture.substr(0, dist::kMaxModelNameBytes);
+}
+
+namespace {
+
+std::string range_str(uint32_t a, uint32_t b, bool output) {
+    return output ? fmt::format("{}:output", a) : fmt::format("{}:{}", a, b);
+}
+
+}  // namespace
+
+std::vector<dist::RouteEntry> Route::entries() const {
+    std::vector<dist::RouteEntry> out;
+    for (const Hop& h : hops) out.push_back(h.entry);
+    return out;
+}
+
+std::string Route::str() const {
+    std::string s;
+    for (const Hop& h : hops) {
+        if (!s.empty()) s += " -> ";
+        s += fmt::format("{}:{} layers {}", h.entry.host, h.entry.port,
+                         range_str(h.entry.layer_start, h.entry.layer_end, h.has_output));
+    }
+    return s.empty() ? "(no workers)" : s;
+}
+
+Coordinator::Coordinator(const model::ModelInfo& local, const std::string& host, uint16_t port, dist::DistKey key,
+                         bool debug)
+    : local_(local), key_(std::move(key)), debug_(debug), listener_(host, port) {
+    if (local_.range.first != 0)
+        fail("--role coordinator holds layers {}; the coordinator's range must start at layer 0 (0:K)",
+             local_.range.str());
+    if (!key_.enabled() && !dist::is_loopback(host))
+        std::fprintf(stderr,
+                     "ds4: warning: listening on %s without --dist-key: anyone who can reach port %u can "
+                     "register as a worker and see the hidden states\n",
+                     host.c_str(), unsigned(listener_.port()));
+    std::fprintf(stderr, "ds4: coordinator listening on %s:%u for workers (layers %s here)\n", host.c_str(),
+                 unsigned(listener_.port()), local_.range.str().c_str());
+    acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+Coordinator::~Coordinator() {
+    {
+        std::lock_guard lk(mu_);
+        stopping_ = true;
+        for (auto& s : open_) s->shutdown();
+    }
+    listener_.shutdown();
+    if (acceptor_.joinable()) acceptor_.join();
+    std::vector<std::thread> threads;
+    {
+        std::lock_guard lk(mu_);
+        threads.swap(threads_);
+    }
+    for (auto& t : threads)
+        if (t.joinable()) t.join();
+}
+
+void Coordinator::accept_loop() {
+    for (;;) {
+        dist::Socket s;
+        try {
+            s = listener_.accept();
+        } catch (const dist::TransportError&) {
+            return;  // shut down
+        }
+        auto sp = std::make_shared<dist::Socket>(std::move(s));
+        std::lock_guard lk(mu_);
+        if (stopping_) return;
+        open_.push_back(sp);
+        threads_.emplace_back([this, sp] { serve_control(sp); });
+    }
+}
+
+std::string Coordinator::refusal(const dist::Hello& h, const std::string& host) const {
+    const uint32_t n = local_.n_layer;
+    if (h.model_name != model_family(local_) || h.model_id != model_id(local_) || h.n_layers != n)
+        return fmt::format("the worker runs another model ({} with {} layers, model id {:08x}) than the "
+                           "coordinator ({} with {} layers, model id {:08x})",
+                           h.model_name, h.n_layers, h.model_id, model_family(local_), n, model_id(local_));
+    if (h.layer_start > h.layer_end || h.layer_end >= n)
+        return fmt::format("the worker's layers {}:{} are not within the model's 0:{}", h.layer_start, h.layer_end,
+                           n - 1);
+    if (h.has_output && h.layer_end != n - 1)
+        return fmt::format("the worker claims the output head but ends at layer {}", h.layer_end);
+    if (h.layer_start <= local_.range.last)
+        return fmt::format("the worker's layers {} overlap the coordinator's {}",
+                           range_str(h.layer_start, h.layer_end, h.has_output), local_.range.str());
+    if (h.listen_port == 0) return "the worker announced data port 0";
+    for (const Worker& w : workers_) {
+        const auto& o = w.hello;
+        const bool same = w.host == host && o.layer_start == h.layer_start && o.layer_end == h.layer_end &&
+                          o.has_output == h.has_output;
+        if (same) continue;  // a re-registration replaces the stale entry
+        if (h.layer_start <= o.layer_end && o.layer_start <= h.layer_end)
+            return fmt::format("the worker's layers {} overlap layers {} of the worker at {}:{}",
+                               range_str(h.layer_start, h.layer_end, h.has_output),
+                               range_str(o.layer_start, o.layer_end, o.has_output), w.host, o.listen_port);
+    }
+    return "";
+}
+
+void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
+    const std::string peer = sp->peer();
+    uint64_t id = 0;
+    try {
+        // A worker authenticates and sends HELLO at once: a connection that stays silent is
+        // dropped after the handshake timeout instead of holding a thread.
+        sp->set_recv_timeout(dist::kAuthTimeoutSeconds);
+        dist::authenticate_acceptor(*sp, key_, dist::Channel::control);
+        // The Connection owns the descriptor from here; `sp` stays as a handle to wake it.
+        dist::Connection c(dist::Socket(dup(sp->fd()), peer));
+        const dist::Message m = c.recv_message();
+        const auto* h = std::get_if<dist::Hello>(&m);
+        if (!h) {
+            c.fail_and_close("expected HELLO on the control connection");
+            fail("{} sent no HELLO on the control connection", peer);
+        }
+        c.socket().set_recv_timeout(dist::recv_timeout_seconds());
+        const std::string host = sp->peer_host();
+        {
+            std::lock_guard lk(mu_);
+            const std::string why = refusal(*h, host);
+            if (!why.empty()) {
+                c.fail_and_close("the coordinator refused the registration: " + why);
+                fail("refused the worker at {}: {}", peer, why);
+            }
+            std::erase_if(workers_, [&](const Worker& w) {
+                const bool stale = w.host == host && w.hello.layer_start == h->layer_start &&
+                                   w.hello.layer_end == h->layer_end && w.hello.has_output == h->has_output;
+                if (stale) w.control->shutdown();
+                return stale;
+            });
+            id = next_id_++;
+            workers_.push_back({id, *h, host, sp});
+            ++generation_;
+            std::fprintf(stderr, "ds4: worker %s:%u registered layers %s\n", host.c_str(), h->listen_port,
+                         range_str(h->layer_start, h->layer_end, h->has_output).c_str());
+        }
+        changed_.notify_all();
+        // The connection stays open while the worker is up; its end is the worker's end.
+        for (;;) (void)c.recv();
+    } catch (const dist::AuthError& e) {
+        std::fprintf(stderr, "ds4: control connection: %s\n", e.what());
+    } catch (const Error& e) {
+        if (id == 0) std::fprintf(stderr, "ds4: control connection from %s: %s\n", peer.c_str(), e.what());
+    }
+    std::lock_guard lk(mu_);
+    if (id != 0) {
+        const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.id == id; });
+        if (it != workers_.end()) {
+            if (!stopping_)
+                std::fprintf(stderr, "ds4: worker %s:%u (layers %s) dropped; the route is incomplete until it "
+                             "registers again\n", it->host.c_str(), it->hello.listen_port,
+                             range_str(it->hello.layer_start, it->hello.layer_end, it->hello.has_output).c_str());
+            workers_.erase(it);
+            ++generation_;
+        }
+    }
+    std::erase(open_, sp);
+    sp->close();
+    changed_.notify_all();
+}
+
+bool Coordinator::form_route(Route& r, std::string& missing) const {
+    r = Route{};
+    r.generation = generation_;
+    const uint32_t n = local_.n_layer;
+    if (local_.range.output) return true;  // the coordinator holds the whole model
+    std::map<uint32_t, const Worker*> by_start;
+    for (const Worker& w : workers_) by_start[w.hello.layer_start] = &w;
+    uint32_t next = local_.range.last + 1;
+    std::vector<std::string> gaps;
+    while (next < n) {
+        const auto it = by_start.find(next);
+        if (it == by_start.end()) {
+            // The gap runs to the next registered start (or the end).
+            const auto after = by_start.upper_bound(next);
+            const uint32_t end = after == by_start.end() ? n - 1 : after->first - 1;
+            gaps.push_back(end == n - 1 ? fmt::format("{}:output", next) : fmt::format("{}:{}", next, end));
+            if (after == by_start.end()) break;
+            next = after->first;
+            continue;
+        }
+        const Worker& w = *it->second;
+        Hop hop;
+        hop.entry.host = w.host;
+        hop.entry.port = w.hello.listen_port;
+        hop.entry.layer_start = w.hello.layer_start;
+        hop.entry.layer_end = w.hello.layer_end;
+        hop.has_output = w.hello.has_output;
+        hop.ctx_size = w.hello.ctx_size;
+        r.hops.push_back(hop);
+        next = w.hello.layer_end + 1;
+    }
+    if (!gaps.empty()) {
+        missing = fmt::format("no worker holds layers {}", fmt::join(gaps, ", "));
+        return false;
+    }
+    r.worker_head = !r.hops.empty() && r.hops.back().has_output;
+    if (r.worker_head) r.hops.back().entry.flags = dist::kRouteOutputLogits;
+    return true;
+}
+
+Route Coordinator::route() const {
+    std::lock_guard lk(mu_);
+    Route r;
+    std::string missing;
+    if (!form_route(r, missing)) fail("route incomplete: {}", missing);
+    return r;
+}
+
+uint64_t Coordinator::generation() const {
+    std::lock_guard lk(mu_);
+    return generation_;
+}
+
+Route Coordinator::wait_for_route(double timeout_s) {
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    const auto deadline =
+        start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(std::min(timeout_s, 1e9)));
+    auto next_note = start;
+    std::unique_lock lk(mu_);
+    for (;;) {
+        Route r;
+        std::string missing;
+        if (form_route(r, missing)) {
+            std::fprintf(stderr, "ds4: route complete: coordinator layers %s -> %s%s\n", local_.range.str().c_str(),
+                         r.str().c_str(), r.worker_head || local_.range.output ? "" : " (output head here)");
+            return r;
+        }
+        const auto now = clock::now();
+        if (now >= deadline)
+            fail("route incomplete after {:.0f} s: {} (start the workers with --coordinator HOST {})", timeout_s,
+                 missing, listener_.port());
+        if (now >= next_note) {
+            std::fprintf(stderr, "ds4: waiting for workers: %s\n", missing.c_str());
+            next_note = now + std::chrono::seconds(5);
+        }
+        changed_.wait_until(lk, std::min(deadline, next_note));
+    }
+}
+
+}  // namespace ds4::pipeline

@@ -1,0 +1,491 @@
+// Pipeline-parallel inference over loopback (docs/DISTRIBUTED.md): ds4 --role coordinator with
+// one or two ds4 --role worker processes gives logits bit-identical to one process (prefill in
+// several chunkings and decode positions, the output head on a worker or on the coordinator)
+// and the same greedy text; a wrong or one-sided --dist-key, overlapping or missing layer
+// ranges and another model fail with clear messages on both sides; a killed worker makes the
+// coordinator fail with "route incomplete" within a bound; pipelined prefill gives the same ids;
+// 16- and 8-bit hidden states stay close;
+// ds4-bench as the coordinator probes
+// the same greedy ids; session states save and load across the route. In-process, the
+// PipelineModel keeps
+// the workers consistent through rewind, clear and a worker restart (replay).
+//
+// Every process runs with a time limit and is killed at the end; ports are picked free.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "dist/connection.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "pipeline/pipeline_model.h"
+#include "support/tiny_model.h"
+#include "support/tool_run.h"
+
+namespace ds4 {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+uint16_t free_port() {
+    dist::Listener l("127.0.0.1", 0);
+    return l.port();
+}
+
+// A child process with stdout and stderr in files; killed (SIGKILL) when destroyed.
+class Proc {
+public:
+    Proc(const std::vector<std::string>& argv, const std::string& out, const std::string& err)
+        : out_(out), err_(err) {
+        // Emptied before the child starts: a file of an earlier process by the same name must
+        // not be read as this one's.
+        for (const auto& f : {out, err}) ::close(::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+        pid_ = fork();
+        if (pid_ < 0) fail("fork failed");
+        if (pid_ == 0) {
+            const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(o, 1);
+            dup2(e, 2);
+            std::vector<char*> a;
+            for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+            a.push_back(nullptr);
+            execv(a[0], a.data());
+            _exit(127);
+        }
+    }
+    ~Proc() { kill(SIGKILL); }
+    Proc(const Proc&) = delete;
+    Proc& operator=(const Proc&) = delete;
+
+    void kill(int sig) {
+        if (pid_ <= 0) return;
+        ::kill(pid_, sig);
+        if (sig == SIGKILL) {
+            int st;
+            waitpid(pid_, &st, 0);
+            pid_ = -1;
+        }
+    }
+    // The exit code, or -1 when it did not exit by itself within timeout_s (then it is killed).
+    int wait(double timeout_s) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+        while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
+            int st;
+            if (waitpid(pid_, &st, WNOHANG) == pid_) {
+                pid_ = -1;
+                return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+            }
+            std::this_thread::sleep_for(10ms);
+        }
+        kill(SIGKILL);
+        return -1;
+    }
+    bool running() {
+        int st;
+        if (pid_ > 0 && waitpid(pid_, &st, WNOHANG) == pid_) pid_ = -1;
+        return pid_ > 0;
+    }
+    std::string out() const { return slurp(out_); }
+    std::string err() const { return slurp(err_); }
+
+private:
+    pid_t pid_ = -1;
+    std::string out_, err_;
+};
+
+// Waits until `pred()` or timeout_s.
+template <class P>
+bool eventually(P pred, double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(20ms);
+    }
+    return pred();
+}
+
+class DistPipeline : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new oracle::TempDir;
+        model_ = oracle::generate_model(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "5"});
+        // Another model: other metadata (the identity a worker is checked by is the metadata hash).
+        other_ = oracle::generate_model(*dir_, "other.gguf", {"--preset", "tiny", "--seed", "6", "--ctx", "8192"});
+        ids_ = dir_->file("ids.txt");
+        oracle::write_token_ids(ids_, oracle::random_token_ids(100, 512, 11));
+        key_a_ = dir_->file("key_a");
+        key_b_ = dir_->file("key_b");
+        std::ofstream(key_a_) << "0123456789abcdef0123456789abcdef\n";
+        std::ofstream(key_b_) << "fedcba9876543210fedcba9876543210\n";
+    }
+    static void TearDownTestSuite() { delete dir_; }
+
+    std::string file(const std::string& name) const { return dir_->file(name); }
+
+    std::unique_ptr<Proc> worker(const std::string& name, const std::string& layers, uint16_t coord,
+                                 std::vector<std::string> extra = {}, const std::string& model = "") {
+        std::vector<std::string> a = {oracle::binary("ds4"), "-m", model.empty() ? model_ : model, "-t", "1",
+                                      "--role", "worker", "--layers", layers, "--coordinator", "127.0.0.1",
+                                      std::to_string(coord), "--listen", "127.0.0.1", "0"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return std::make_unique<Proc>(a, file(name + ".out"), file(name + ".err"));
+    }
+    std::unique_ptr<Proc> coordinator(const std::string& name, const std::string& layers, uint16_t port,
+                                      std::vector<std::string> extra) {
+        std::vector<std::string> a = {oracle::binary("ds4"), "-m", model_, "-t", "1", "--role", "coordinator",
+                                      "--layers", layers, "--listen", "127.0.0.1", std::to_string(port),
+                                      "--dist-route-timeout", "30"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return std::make_unique<Proc>(a, file(name + ".out"), file(name + ".err"));
+    }
+    // The single-process reference: logits of every position and 8 greedy ids after them.
+    std::string reference(const std::string& name, const std::string& prefill_chunk) {
+        Proc p({oracle::binary("ds4"), "-m", model_, "-t", "1", "--token-ids", ids_, "--dump-logits-f32",
+                file(name + ".f32"), "-n", "8", "--prefill-chunk", prefill_chunk},
+               file(name + ".out"), file(name + ".err"));
+        EXPECT_EQ(p.wait(60), 0) << p.err();
+        return p.out();
+    }
+    // Runs the coordinator over ids_ and checks its dump and greedy ids against the reference.
+    void expect_same_as_one_process(const std::vector<std::string>& worker_layers, const std::string& coord_layers,
+                                    const std::string& prefill_chunk, const std::string& dist_chunk) {
+        const std::string ref = reference("ref" + prefill_chunk, prefill_chunk);
+        const uint16_t port = free_port();
+        std::vector<std::unique_ptr<Proc>> ws;
+        for (size_t i = 0; i < worker_layers.size(); ++i)
+            ws.push_back(worker("w" + std::to_string(i), worker_layers[i], port));
+        auto c = coordinator("coord", coord_layers, port,
+                             {"--token-ids", ids_, "--dump-logits-f32", file("got.f32"), "-n", "8",
+                              "--prefill-chunk", prefill_chunk, "--dist-prefill-chunk", dist_chunk});
+        ASSERT_EQ(c->wait(60), 0) << c->err() << ws[0]->err();
+        EXPECT_TRUE(contains(c->err(), "route complete")) << c->err();
+        EXPECT_EQ(c->out(), ref);
+        const std::string want = slurp(file("ref" + prefill_chunk + ".f32")), got = slurp(file("got.f32"));
+        EXPECT_EQ(want.size(), size_t(100) * 512 * 4);
+        EXPECT_TRUE(want == got) << "logits differ from the single process";
+        for (auto& w : ws) EXPECT_TRUE(w->running()) << w->err();
+    }
+
+    void rewind_clear_restart(int64_t dist_chunk);
+
+    static inline oracle::TempDir* dir_ = nullptr;
+    static inline std::string model_, other_, ids_, key_a_, key_b_;
+};
+
+TEST_F(DistPipeline, TwoProcessesEqualOneBitForBit) {
+    expect_same_as_one_process({"3:output"}, "0:2", "16", "0");
+    expect_same_as_one_process({"3:output"}, "0:2", "512", "7");
+}
+
+TEST_F(DistPipeline, ThreeProcessesEqualOneBitForBit) {
+    // Decode positions as well: prefill chunk 1 evaluates token by token.
+    expect_same_as_one_process({"2:3", "4:output"}, "0:1", "1", "0");
+}
+
+TEST_F(DistPipeline, OutputHeadOnTheCoordinatorEqualsOneProcess) {
+    expect_same_as_one_process({"2:3", "4:5"}, "0:1", "32", "5");
+}
+
+// Prefill pipelining: a 100-token prompt in WORKs of 9 tokens, ACK-only chunks in flight while
+// the coordinator runs the next one, gives the greedy ids of one process.
+TEST_F(DistPipeline, PipelinedPrefillGivesTheSameGreedyIds) {
+    const std::string ref = reference("ref512", "512");
+    for (const std::string window : {"0", "2"}) {
+        const uint16_t port = free_port();
+        auto w1 = worker("w1", "2:3", port);
+        auto w2 = worker("w2", "4:output", port);
+        auto c = coordinator("c", "0:1", port,
+                             {"--token-ids", ids_, "-n", "8", "--prefill-chunk", "100", "--dist-prefill-chunk", "9",
+                              "--dist-prefill-window", window, "--debug"});
+        ASSERT_EQ(c->wait(60), 0) << c->err();
+        EXPECT_EQ(c->out(), ref);
+        // Default window: workers + 2 = 4 chunks in flight; window 2: never more than 2.
+        EXPECT_EQ(contains(c->err(), "ack-only (4 in flight)"), window == "0") << c->err();
+        EXPECT_TRUE(contains(c->err(), "ack-only (2 in flight)")) << c->err();
+        EXPECT_FALSE(contains(c->err(), "(5 in flight)")) << c->err();
+    }
+}
+
+// 16- and 8-bit hidden states: the logits move (the conversion happened), by little for f16
+// and more for FP8, and the worker sees the narrower bytes.
+TEST_F(DistPipeline, NarrowActivationsStayCloseToOneProcess) {
+    reference("ref512", "512");
+    const std::string ref_bytes = slurp(file("ref512.f32"));
+    std::vector<float> ref(ref_bytes.size() / 4);
+    std::memcpy(ref.data(), ref_bytes.data(), ref_bytes.size());
+    double sd = 0;
+    for (float v : ref) sd += double(v) * v;
+    sd = std::sqrt(sd / double(ref.size()));
+    double mean_err[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+        const std::string bits = k == 0 ? "16" : "8";
+        const uint16_t port = free_port();
+        auto w = worker("w" + bits, "2:3", port);
+        auto w2 = worker("w2" + bits, "4:output", port);
+        auto c = coordinator("c" + bits, "0:1", port,
+                             {"--token-ids", ids_, "--dump-logits-f32", file("n.f32"), "--dist-activation-bits", bits,
+                              "--debug"});
+        ASSERT_EQ(c->wait(60), 0) << c->err();
+        // One hop's input: 100 tokens x hidden_size (4 x 256) values at `bits`.
+        EXPECT_TRUE(contains(c->err(), fmt::format("in {} B", 100 * 1024 * std::stoi(bits) / 8))) << c->err();
+        const std::string got_bytes = slurp(file("n.f32"));
+        ASSERT_EQ(got_bytes.size(), ref_bytes.size());
+        std::vector<float> got(ref.size());
+        std::memcpy(got.data(), got_bytes.data(), got_bytes.size());
+        double max_err = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            const double d = std::fabs(double(got[i]) - ref[i]);
+            max_err = std::max(max_err, d);
+            mean_err[k] += d;
+        }
+        mean_err[k] /= double(ref.size()) * sd;
+        // Mean error only: a perturbed hidden state may flip a discrete routing choice (top-k
+        // experts) at a few positions, which moves those logits a lot.
+        EXPECT_GT(max_err, 0.0) << bits;
+        EXPECT_LT(mean_err[k], k == 0 ? 0.05 : 0.3) << bits;
+        std::printf("%s-bit hidden states: mean |logit error| %.4f, max %.4f (x logit std)\n", bits.c_str(),
+                    mean_err[k], max_err / sd);
+    }
+    EXPECT_LT(mean_err[0], mean_err[1]);
+}
+
+TEST_F(DistPipeline, KeysAuthenticateAndAWrongKeyFailsOnBothSides) {
+    const uint16_t port = free_port();
+    {
+        auto w = worker("wk", "3:output", port, {"--dist-key", key_a_});
+        auto c = coordinator("ck", "0:2", port, {"--dist-key", key_a_, "--token-ids", ids_, "-n", "2"});
+        EXPECT_EQ(c->wait(60), 0) << c->err() << w->err();
+    }
+    auto w = worker("wbad", "3:output", port, {"--dist-key", key_b_});
+    auto c = coordinator("cbad", "0:2", port,
+                         {"--dist-key", key_a_, "--dist-route-timeout", "3", "--token-ids", ids_, "-n", "2"});
+    EXPECT_NE(w->wait(30), 0);
+    EXPECT_TRUE(contains(w->err(), "the key files differ")) << w->err();
+    EXPECT_NE(c->wait(30), 0);
+    EXPECT_TRUE(contains(c->err(), "--dist-key differs")) << c->err();
+    EXPECT_TRUE(contains(c->err(), "route incomplete after")) << c->err();
+}
+
+TEST_F(DistPipeline, AKeyOnOneSideOnlyFailsClearly) {
+    const uint16_t port = free_port();
+    auto w = worker("w1", "3:output", port, {"--dist-key", key_a_});
+    auto c = coordinator("c1", "0:2", port, {"--dist-route-timeout", "3", "--token-ids", ids_, "-n", "2"});
+    EXPECT_NE(w->wait(30), 0);
+    EXPECT_TRUE(contains(w->err(), "runs without --dist-key")) << w->err();
+    EXPECT_NE(c->wait(30), 0);
+    EXPECT_TRUE(contains(c->err(), "this side has no --dist-key")) << c->err();
+}
+
+TEST_F(DistPipeline, OverlappingMissingAndForeignRangesFailClearly) {
+    const uint16_t port = free_port();
+    auto c = coordinator("c", "0:2", port, {"--dist-route-timeout", "4", "--token-ids", ids_, "-n", "2"});
+    auto good = worker("good", "4:output", port);
+    ASSERT_TRUE(eventually([&] { return contains(c->err(), "registered layers 4:output"); }, 20)) << c->err();
+    auto overlap = worker("overlap", "3:4", port);
+    EXPECT_NE(overlap->wait(30), 0);
+    EXPECT_TRUE(contains(overlap->err(), "refused the registration")) << overlap->err();
+    EXPECT_TRUE(contains(overlap->err(), "overlap layers 4:output")) << overlap->err();
+    auto foreign = worker("foreign", "3:3", port, {}, other_);
+    EXPECT_NE(foreign->wait(30), 0);
+    EXPECT_TRUE(contains(foreign->err(), "another model")) << foreign->err();
+    EXPECT_NE(c->wait(30), 0);
+    const std::string log = c->err();
+    EXPECT_TRUE(contains(log, "refused the worker")) << log;
+    EXPECT_TRUE(contains(log, "route incomplete after 4 s: no worker holds layers 3:3")) << log;
+    EXPECT_TRUE(good->running());
+}
+
+TEST_F(DistPipeline, AKilledWorkerFailsTheCoordinatorWithinABound) {
+    const uint16_t port = free_port();
+    auto w = worker("w", "3:output", port);
+    // Long enough to be cut short: up to 3900 greedy ids, one by one.
+    auto c = coordinator("c", "0:2", port, {"--token-ids", ids_, "-n", "3900"});
+    ASSERT_TRUE(eventually([&] { return c->out().size() > 20; }, 30)) << c->err();
+    w->kill(SIGKILL);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(c->wait(20), 1);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
+    EXPECT_TRUE(contains(c->err(), "route incomplete")) << c->err();
+}
+
+// The coordinator in this process: rewinds, clears and a restarted worker keep every result
+// equal to one process's.
+TEST_F(DistPipeline, RewindClearAndARestartedWorkerStayConsistent) {
+    // One WORK per call, and pipelined WORKs of 7 tokens (the replay too).
+    for (const int64_t dist_chunk : {0, 7}) rewind_clear_restart(dist_chunk);
+}
+
+void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
+    SCOPED_TRACE(dist_chunk);
+    const auto ids = oracle::random_token_ids(60, 512, 12);
+    auto whole = model::open(model_, {.threads = 1});
+    std::vector<float> ref40, ref60;
+    {
+        model::Session s(*whole, {.ctx = 256, .prefill_chunk = 20});
+        s.eval(std::vector<int32_t>(ids.begin(), ids.begin() + 40), &ref40);
+        s.eval(std::vector<int32_t>(ids.begin() + 40, ids.end()), &ref60);
+    }
+    const uint16_t port = free_port();
+    auto w = worker("w", "3:output", port, {"-c", "256"});
+    pipeline::DistOptions d;
+    d.role = pipeline::Role::coordinator;
+    d.layers = "0:2";
+    d.listen_host = "127.0.0.1";
+    d.listen_port = port;
+    d.route_timeout_s = 30;
+    d.prefill_chunk = dist_chunk;
+    auto pm = pipeline::open_model(model_, {.threads = 1}, d);
+    model::Session s(*pm, {.ctx = 256, .prefill_chunk = 20});
+    std::vector<float> got;
+    const std::vector<int32_t> first(ids.begin(), ids.begin() + 40), rest(ids.begin() + 40, ids.end());
+    s.eval(first, &got);
+    EXPECT_EQ(got, ref40);
+    s.eval(rest, &got);
+    EXPECT_EQ(got, ref60);
+    // Back to 40 (the worker rewinds too) and forward again.
+    s.truncate(40);
+    s.eval(rest, &got);
+    EXPECT_EQ(got, ref60);
+    // Start over.
+    s.reset();
+    s.eval(first, &got);
+    EXPECT_EQ(got, ref40);
+    // The worker dies: the call fails, no hang; a new worker registers; the coordinator replays.
+    w->kill(SIGKILL);
+    try {
+        s.eval(rest, &got);
+        ADD_FAILURE() << "evaluated without a worker";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "route incomplete")) << e.what();
+    }
+    auto w2 = worker("w2", "3:output", port, {"-c", "256"});
+    auto& coord = static_cast<pipeline::PipelineModel&>(*pm).coordinator();
+    coord.wait_for_route(30);
+    s.truncate(40);  // what the failed call left is dropped
+    s.eval(rest, &got);
+    EXPECT_EQ(got, ref60);
+}
+
+// Session states across the route (SNAPSHOT frames): the merged state of coordinator 0:1 and
+// workers 2:3, 4:output is byte for byte the state one process saves, and loading it (or one
+// process's) into a fresh pipeline sequence continues with the same logits.
+TEST_F(DistPipeline, SessionStatesSaveAndLoadAcrossTheRoute) {
+    const auto ids = oracle::random_token_ids(60, 512, 14);
+    const std::vector<int32_t> first(ids.begin(), ids.begin() + 40), rest(ids.begin() + 40, ids.end());
+    auto whole = model::open(model_, {.threads = 1});
+    std::vector<float> ref60, logits40;
+    std::vector<uint8_t> one_state;
+    {
+        model::Session s(*whole, {.ctx = 256, .prefill_chunk = 40});
+        s.eval(first, &logits40);
+        one_state = whole->save_state(s.sequence(), logits40);
+        s.eval(rest, &ref60);
+    }
+    const uint16_t port = free_port();
+    auto w1 = worker("w1", "2:3", port, {"-c", "256"});
+    auto w2 = worker("w2", "4:output", port, {"-c", "256"});
+    pipeline::DistOptions d;
+    d.role = pipeline::Role::coordinator;
+    d.layers = "0:1";
+    d.listen_host = "127.0.0.1";
+    d.listen_port = port;
+    d.route_timeout_s = 30;
+    d.debug = true;
+    auto pm = pipeline::open_model(model_, {.threads = 1}, d);
+    std::vector<float> got;
+    {
+        model::Session s(*pm, {.ctx = 256, .prefill_chunk = 40});
+        s.eval(first, &got);
+        EXPECT_EQ(got, logits40);
+        const auto state = pm->save_state(s.sequence(), got);
+        EXPECT_TRUE(state == one_state) << state.size() << " vs " << one_state.size() << " bytes";
+    }
+    for (int k = 0; k < 2; ++k) {
+        model::Session s(*pm, {.ctx = 256, .prefill_chunk = 40});
+        std::vector<float> loaded;
+        testing::internal::CaptureStderr();
+        pm->load_state(one_state, s.sequence(), &loaded);
+        EXPECT_EQ(loaded, logits40);
+        EXPECT_EQ(s.pos(), 40);
+        s.eval(rest, &got);
+        const std::string log = testing::internal::GetCapturedStderr();
+        EXPECT_EQ(got, ref60) << k;
+        // The workers hold the loaded state: no replay (which --debug would report).
+        EXPECT_FALSE(contains(log, "replaying")) << log;
+        EXPECT_TRUE(contains(log, "ack-only") || contains(log, "round trip")) << log;
+    }
+}
+
+// ds4-bench as the coordinator: its snapshot / restore of the KV state at every frontier (clone,
+// assign: the worker rewinds) gives the probes' greedy ids of one process.
+TEST_F(DistPipeline, BenchProbesEqualOneProcess) {
+    const std::string ids = file("ids600.txt");
+    oracle::write_token_ids(ids, oracle::random_token_ids(300, 512, 13));
+    const std::vector<std::string> common = {"-m", model_, "-t", "1", "--token-ids", ids, "--ctx-start", "64",
+                                             "--ctx-max", "256", "--step-incr", "64", "--gen-tokens", "6"};
+    std::vector<std::string> one = {oracle::binary("ds4-bench")};
+    one.insert(one.end(), common.begin(), common.end());
+    one.insert(one.end(), {"--dump-probe-ids", file("probes1.txt")});
+    Proc ref(one, file("b1.out"), file("b1.err"));
+    ASSERT_EQ(ref.wait(60), 0) << ref.err();
+    const uint16_t port = free_port();
+    auto w = worker("w", "3:output", port);
+    std::vector<std::string> co = {oracle::binary("ds4-bench")};
+    co.insert(co.end(), common.begin(), common.end());
+    co.insert(co.end(), {"--dump-probe-ids", file("probes2.txt"), "--role", "coordinator", "--layers", "0:2",
+                         "--listen", "127.0.0.1", std::to_string(port)});
+    Proc c(co, file("b2.out"), file("b2.err"));
+    ASSERT_EQ(c.wait(60), 0) << c.err();
+    const std::string want = slurp(file("probes1.txt"));
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(slurp(file("probes2.txt")), want);
+}
+
+// Greedy text through the chat front end, with the real vocabulary and template.
+TEST(DistPipelineText, GreedyGenerationEqualsOneProcess) {
+    oracle::TempDir dir;
+    const std::string m = dir.file("tiny_rv.gguf");
+    ASSERT_EQ(oracle::write_tiny_model(m, oracle::kTinyQ8Io).exit_code, 0);
+    const std::vector<std::string> gen = {"-p", "Hello there", "--nothink", "--temp", "0", "-n", "12"};
+    std::vector<std::string> one = {oracle::binary("ds4"), "-m", m, "-t", "1"};
+    one.insert(one.end(), gen.begin(), gen.end());
+    Proc ref(one, dir.file("ref.out"), dir.file("ref.err"));
+    ASSERT_EQ(ref.wait(60), 0) << ref.err();
+    const uint16_t port = free_port();
+    Proc w({oracle::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers", "3:output", "--coordinator",
+            "127.0.0.1", std::to_string(port), "--listen", "127.0.0.1", "0"},
+           dir.file("w.out"), dir.file("w.err"));
+    std::vector<std::string> co = {oracle::binary("ds4"), "-m", m, "-t", "1", "--role", "coordinator", "--layers",
+                                   "0:2", "--listen", "127.0.0.1", std::to_string(port), "--dist-route-timeout", "30"};
+    co.insert(co.end(), gen.begin(), gen.end());
+    Proc c(co, dir.file("c.out"), dir.file("c.err"));
+    ASSERT_EQ(c.wait(60), 0) << c.err() << w.err();
+    EXPECT_FALSE(ref.out().empty());
+    EXPECT_EQ(c.out(), ref.out());
+}
+
+}  // namespace
+}  // namespace ds4
