@@ -24,9 +24,6 @@
 namespace ds4::pipeline {
 namespace {
 
-// Sessions a worker keeps; the least recently used beyond this are dropped (a coordinator that
-// comes back to one replays it).
-
 using clock_type = std::chrono::steady_clock;
 uint32_t usec_since(clock_type::time_point t0) {
     return uint32_t(std::min<int64_t>(

@@ -171,15 +171,17 @@ protected:
     }
     // Runs the coordinator over ids_ and checks its dump and greedy ids against the reference.
     void expect_same_as_one_process(const std::vector<std::string>& worker_layers, const std::string& coord_layers,
-                                    const std::string& prefill_chunk, const std::string& dist_chunk) {
+                                    const std::string& prefill_chunk, const std::string& dist_chunk,
+                                    const std::vector<std::string>& extra = {}) {
         const std::string ref = reference("ref" + prefill_chunk, prefill_chunk);
         const uint16_t port = free_port();
         std::vector<std::unique_ptr<Proc>> ws;
         for (size_t i = 0; i < worker_layers.size(); ++i)
-            ws.push_back(worker("w" + std::to_string(i), worker_layers[i], port));
-        auto c = coordinator("coord", coord_layers, port,
-                             {"--token-ids", ids_, "--dump-logits-f32", file("got.f32"), "-n", "8",
-                              "--prefill-chunk", prefill_chunk, "--dist-prefill-chunk", dist_chunk});
+            ws.push_back(worker("w" + std::to_string(i), worker_layers[i], port, extra));
+        std::vector<std::string> args = {"--token-ids", ids_, "--dump-logits-f32", file("got.f32"), "-n", "8",
+                                         "--prefill-chunk", prefill_chunk, "--dist-prefill-chunk", dist_chunk};
+        args.insert(args.end(), extra.begin(), extra.end());
+        auto c = coordinator("coord", coord_layers, port, args);
         ASSERT_EQ(c->wait(60), 0) << c->err() << ws[0]->err();
         EXPECT_TRUE(contains(c->err(), "route complete")) << c->err();
         EXPECT_EQ(c->out(), ref);
@@ -203,6 +205,15 @@ TEST_F(DistPipeline, TwoProcessesEqualOneBitForBit) {
 TEST_F(DistPipeline, ThreeProcessesEqualOneBitForBit) {
     // Decode positions as well: prefill chunk 1 evaluates token by token.
     expect_same_as_one_process({"2:3", "4:output"}, "0:1", "1", "0");
+}
+
+// SSD streaming in every process of the route (each streams its own layers' experts through a
+// two-slot cache): the same logits as one resident process.
+TEST_F(DistPipeline, StreamingExpertsOnEveryHopEqualOneProcess) {
+    const std::vector<std::string> streaming = {"--ssd-streaming", "--ssd-streaming-cache-experts", "2"};
+    expect_same_as_one_process({"2:3", "4:output"}, "0:1", "16", "5", streaming);
+    EXPECT_TRUE(contains(slurp(file("w0.err")), "ssd streaming: expert cache")) << slurp(file("w0.err"));
+    EXPECT_TRUE(contains(slurp(file("coord.err")), "ssd streaming: expert cache")) << slurp(file("coord.err"));
 }
 
 TEST_F(DistPipeline, OutputHeadOnTheCoordinatorEqualsOneProcess) {
