@@ -6,7 +6,7 @@
 #
 #   bench/ssd_streaming.sh [--model FILE] [--layers N] [--budgets "4GB 8GB 16GB"] [--ctx N]
 #                          [--gen-tokens N] [--threads N] [--batch N] [--build DIR] [--jobs N]
-#                          [--out DIR] [--no-build] [--no-llama] [--warm]
+#                          [--out DIR] [--no-build] [--no-llama] [--warm] [--ds4-flags "..."]
 #
 # Measured per engine / budget, from one walk with a single frontier (--ctx-start = --ctx-max =
 # --ctx, default 512): prefill t/s of the --ctx-token prompt and decode t/s of a greedy probe of
@@ -20,6 +20,7 @@
 # written by ds4-gguf-gen when missing (the disk must have room for it). Point --model at any
 # deepseek4 GGUF to reuse one; --budgets takes any --ssd-streaming-cache-experts values.
 # --no-llama skips llama.cpp (e.g. when the oracle is not installed).
+# --ds4-flags adds flags to every ds4 run, e.g. "--ssd-streaming-direct" (O_DIRECT reads).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,8 +37,9 @@ out=""
 build_first=1
 llama=1
 cold=(--ssd-streaming-cold)
+ds4_flags=()
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) model="$2"; shift ;;
@@ -53,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --no-build) build_first=0 ;;
     --no-llama) llama=0 ;;
     --warm) cold=() ;;
+    --ds4-flags) read -r -a ds4_flags <<< "$2"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "ssd_streaming.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -131,7 +134,7 @@ for b in $budgets; do
   echo "== ds4, --ssd-streaming-cache-experts $b" >&2
   drop_cache
   if ! "$bin/ds4-bench" "${common[@]}" --prefill-chunk "$batch" --ssd-streaming --ssd-streaming-cache-experts "$b" \
-       "${cold[@]}" --csv "$out/ds4-$b.csv" > "$out/ds4-$b.log" 2>&1; then
+       "${cold[@]}" "${ds4_flags[@]}" --csv "$out/ds4-$b.csv" > "$out/ds4-$b.log" 2>&1; then
     echo "ssd_streaming.sh: ds4 failed at budget $b, see $out/ds4-$b.log:" >&2
     tail -5 "$out/ds4-$b.log" >&2
     exit 1
