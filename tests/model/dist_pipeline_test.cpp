@@ -161,6 +161,16 @@ protected:
         a.insert(a.end(), extra.begin(), extra.end());
         return std::make_unique<Proc>(a, file(name + ".out"), file(name + ".err"));
     }
+    // An in-process coordinator's options: layers, listening on 127.0.0.1:port.
+    static pipeline::DistOptions coordinator_options(const std::string& layers, uint16_t port) {
+        pipeline::DistOptions d;
+        d.role = pipeline::Role::coordinator;
+        d.layers = layers;
+        d.listen_host = "127.0.0.1";
+        d.listen_port = port;
+        d.route_timeout_s = 30;
+        return d;
+    }
     // The single-process reference: logits of every position and 8 greedy ids after them.
     std::string reference(const std::string& name, const std::string& prefill_chunk) {
         Proc p({oracle::binary("ds4"), "-m", model_, "-t", "1", "--token-ids", ids_, "--dump-logits-f32",
@@ -361,12 +371,7 @@ void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
     }
     const uint16_t port = free_port();
     auto w = worker("w", "3:output", port, {"-c", "256"});
-    pipeline::DistOptions d;
-    d.role = pipeline::Role::coordinator;
-    d.layers = "0:2";
-    d.listen_host = "127.0.0.1";
-    d.listen_port = port;
-    d.route_timeout_s = 30;
+    pipeline::DistOptions d = coordinator_options("0:2", port);
     d.prefill_chunk = dist_chunk;
     auto pm = pipeline::open_model(model_, {.threads = 1}, d);
     model::Session s(*pm, {.ctx = 256, .prefill_chunk = 20});
@@ -418,12 +423,7 @@ TEST_F(DistPipeline, SessionStatesSaveAndLoadAcrossTheRoute) {
     const uint16_t port = free_port();
     auto w1 = worker("w1", "2:3", port, {"-c", "256"});
     auto w2 = worker("w2", "4:output", port, {"-c", "256"});
-    pipeline::DistOptions d;
-    d.role = pipeline::Role::coordinator;
-    d.layers = "0:1";
-    d.listen_host = "127.0.0.1";
-    d.listen_port = port;
-    d.route_timeout_s = 30;
+    pipeline::DistOptions d = coordinator_options("0:1", port);
     d.debug = true;
     auto pm = pipeline::open_model(model_, {.threads = 1}, d);
     std::vector<float> got;
