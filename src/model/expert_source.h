@@ -47,6 +47,15 @@ public:
     virtual void release(uint32_t layer) {}
     // The most experts one prepare() may announce.
     virtual size_t capacity() const { return std::numeric_limits<size_t>::max(); }
+
+    // Lookahead (decode): whether the source uses hint(); the model computes no forecast
+    // for a source that does not.
+    virtual bool wants_hints() const { return false; }
+    // A forecast, not a promise: the next prepare(layer, ...) will probably ask for (some
+    // of) `experts` (distinct, ascending). Given while the previous layer's experts are
+    // prepared, so a streaming source can read these while that layer computes. Results never
+    // depend on hints: prepare() still makes exactly what it announces available.
+    virtual void hint(uint32_t layer, std::span<const int32_t> experts) {}
 };
 
 // Where one routed-expert tensor of a layer lies in the model file, for sources that read the

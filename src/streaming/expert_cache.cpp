@@ -120,6 +120,8 @@ ExpertCache::ExpertCache(model::ExpertFileLayout layout, const CacheOptions& opt
     slots_mem_ = static_cast<uint8_t*>(m);
     io_ = std::make_unique<IoPool>(opt.io_threads);
     read_ahead_enabled_ = opt.read_ahead;
+    lookahead_enabled_ = opt.lookahead;
+    hint_accuracy_.assign(layout_.layers.size(), 1.0f);
 }
 
 ExpertCache::~ExpertCache() {
@@ -182,13 +184,51 @@ void ExpertCache::start_read_ahead(uint32_t layer) {
     for (int32_t e = 0; e < int32_t(layout_.n_expert); ++e)
         if (policy_.find(layer, e) < 0) missing.push_back(e);
     if (missing.empty() || int64_t(missing.size()) > policy_.slots() - policy_.pinned()) return;
-    ahead_.layer = layer;
     ahead_.misses.clear();
     policy_.admit_held(layer, missing, ahead_.misses);
+    start_background_read(layer);
+}
+
+void ExpertCache::start_background_read(uint32_t layer) {
+    ahead_.layer = layer;
     for (const auto& m : ahead_.misses) stats_.evictions += m.evicted ? 1 : 0;
     stats_.max_occupied = std::max(stats_.max_occupied, policy_.occupied());
     ahead_.active = true;
     ahead_.thread = std::thread([this] { ahead_.seconds = read_all(ahead_.layer, ahead_.misses, ahead_.errors); });
+}
+
+void ExpertCache::hint(uint32_t layer, std::span<const int32_t> experts) {
+    if (!lookahead_enabled_ || ahead_.active || forecast_.pending) return;
+    if (layer >= layout_.layers.size() || !layout_.layers[layer].held || experts.empty()) return;
+    for (int32_t e : experts)
+        if (e < 0 || e >= int32_t(layout_.n_expert)) return;
+    forecast_.pending = true;
+    forecast_.layer = layer;
+    forecast_.experts.assign(experts.begin(), experts.end());
+    forecast_.read.clear();
+    if (hint_accuracy_[layer] < kMinHintAccuracy) return;  // scored, not read
+    std::vector<int32_t> missing;
+    for (int32_t e : experts)
+        if (policy_.find(layer, e) < 0) missing.push_back(e);
+    if (missing.empty() || int64_t(missing.size()) > policy_.slots() - policy_.pinned()) return;
+    ahead_.misses.clear();
+    policy_.admit_held(layer, missing, ahead_.misses);
+    forecast_.read = missing;
+    stats_.hinted += missing.size();
+    start_background_read(layer);
+}
+
+void ExpertCache::score_hint(uint32_t layer, std::span<const int32_t> experts) {
+    if (!forecast_.pending) return;
+    forecast_.pending = false;
+    if (forecast_.layer != layer) return;  // the model went elsewhere (another call, a group)
+    auto asked = [&](int32_t e) { return std::binary_search(experts.begin(), experts.end(), e); };
+    int64_t right = 0;
+    for (int32_t e : forecast_.experts) right += asked(e) ? 1 : 0;
+    for (int32_t e : forecast_.read) stats_.hint_used += asked(e) ? 1 : 0;
+    // A running share over the last ~8 forecasts of the layer.
+    const float acc = float(right) / float(forecast_.experts.size());
+    hint_accuracy_[layer] = 0.875f * hint_accuracy_[layer] + 0.125f * acc;
 }
 
 void ExpertCache::finish_read_ahead() {
@@ -234,6 +274,7 @@ void ExpertCache::prepare(uint32_t layer, std::span<const int32_t> experts, std:
     if (layer >= layout_.layers.size() || !layout_.layers[layer].held)
         fail("expert cache: layer {} has no streamed experts", layer);
     finish_read_ahead();
+    score_hint(layer, experts);
     // One group is prepared at a time: whatever the last one pinned is done (also when an
     // error skipped its release()).
     policy_.unpin_all();

@@ -8,6 +8,11 @@
 //   auto cache = std::make_shared<streaming::ExpertCache>(m->expert_layout(), {.slots = 64});
 //   m->set_expert_source(cache);
 //
+// Lookahead (decode): the model forecasts the next layer's experts (hint()); the missing ones
+// are read while the current layer computes, and the next prepare() waits for them. Forecasts
+// that are mostly wrong would only cost reads, so each layer's are scored and ignored below
+// kMinHintAccuracy.
+//
 // Read-ahead (prefill): when a prepare() announces at least 2 x n_expert routes (a prompt chunk,
 // not a decode step) and the cache holds two layers' experts, the next layer's experts that are not
 // cached are read in the background while this layer and the next layer's attention compute;
@@ -38,11 +43,14 @@ struct CacheOptions {
     int io_threads = 4;       // parallel reads of one layer's misses (>= 1)
     bool direct = false;      // O_DIRECT reads (bypass the page cache); buffered if refused
     bool read_ahead = true;   // prefill reads the next layer's experts in the background
+    bool lookahead = true;    // decode reads the experts the model forecasts for the next layer
 };
 
 struct CacheStats {
     uint64_t hits = 0, misses = 0, evictions = 0;  // of the experts prepare() was asked for
     uint64_t read_ahead = 0;      // experts read before they were asked for (then hits)
+    uint64_t hinted = 0;          // of those, read on a decode forecast (hint)
+    uint64_t hint_used = 0;       // forecast reads the next prepare() asked for
     uint64_t bytes_read = 0;      // all reads: misses, read-ahead, preload
     double read_seconds = 0;      // wall time of the reads (overlapping compute for read-ahead)
     double wait_seconds = 0;      // wall time prepare() waited for reads
@@ -80,6 +88,14 @@ public:
     model::ExpertWeights expert(uint32_t layer, int32_t e) const override;
     void release(uint32_t layer) override;
     size_t capacity() const override { return size_t(policy_.slots()); }
+    bool wants_hints() const override { return lookahead_enabled_; }
+    // Reads the forecast experts that are not cached in the background (held until the next
+    // prepare(), which waits for them), when there is room beside the pinned experts, no
+    // read-ahead is running, and the layer's recent forecasts were good enough (a running
+    // share of forecast experts the next prepare() asked for, at least kMinHintAccuracy;
+    // below it the forecasts are still scored, not read, so a layer can come back).
+    void hint(uint32_t layer, std::span<const int32_t> experts) override;
+    static constexpr float kMinHintAccuracy = 0.25f;
 
     // Reads experts into free slots, the first of the list first, at most the free ones, without
     // counting them as routes (startup preload from a profile); each starts with its `rate` as
@@ -102,6 +118,10 @@ private:
     double read_all(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses,
                     std::vector<std::exception_ptr>& errors);
     void start_read_ahead(uint32_t layer);
+    // Reads `misses` (already admitted as held) of `layer` on a background thread.
+    void start_background_read(uint32_t layer);
+    // Scores the pending forecast for `layer` against what prepare() asked for.
+    void score_hint(uint32_t layer, std::span<const int32_t> experts);
     void finish_read_ahead();  // waits, accounts, frees the slots of failed reads
 
     model::ExpertFileLayout layout_;
@@ -115,6 +135,14 @@ private:
     std::vector<SlotPolicy::Miss> misses_;         // scratch
     CacheStats stats_;
     bool read_ahead_enabled_ = true;
+    bool lookahead_enabled_ = true;
+    struct Forecast {
+        bool pending = false;
+        uint32_t layer = 0;
+        std::vector<int32_t> experts;       // forecast, ascending
+        std::vector<int32_t> read;          // the ones read for it (misses at hint time)
+    } forecast_;
+    std::vector<float> hint_accuracy_;      // per layer, running; starts at 1
     struct ReadAhead {
         bool active = false;
         uint32_t layer = 0;

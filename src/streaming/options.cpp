@@ -39,6 +39,10 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
                  "Prefill reads only the experts a layer asks for (no background read of the next "
                  "layer's experts)")
         ->group(group);
+    app.add_flag("--ssd-streaming-no-lookahead", [&o](int64_t) { o.lookahead = false; },
+                 "Decode reads only the experts a layer asks for (no background read of the experts "
+                 "forecast for the next layer)")
+        ->group(group);
     app.add_option("--ssd-streaming-io-threads", o.io_threads,
                    "Parallel reads of one layer's missing experts (default 4)")
         ->option_text("N")
@@ -53,7 +57,7 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
 
 void check(const Options& o) {
     const bool tuned = o.cache_experts != "auto" || o.cold || o.preload_experts >= 0 || !o.preload_file.empty() ||
-                       o.direct || o.io_threads != 4 || !o.read_ahead;
+                       o.direct || o.io_threads != 4 || !o.read_ahead || !o.lookahead;
     if (tuned && !o.enabled)
         fail("the --ssd-streaming-* options need --ssd-streaming");
     if (o.preload_experts >= 0 && o.preload_file.empty())
@@ -78,12 +82,28 @@ Attachment::~Attachment() {
 std::string Attachment::summary() const {
     if (!cache_) return {};
     const CacheStats& s = cache_->stats();
-    return fmt::format("ssd streaming: {} expert hits, {} misses (hit rate {:.1f}%), {} read ahead, {} evictions, "
+    return fmt::format("ssd streaming: {} expert hits, {} misses (hit rate {:.1f}%), {} read ahead ({} forecast for decode, {} of them used), {} evictions, "
                        "read {} ({} bytes) in {:.2f} s ({:.2f} GB/s), waited {:.2f} s, at most {} of {} slots used",
-                       s.hits, s.misses, 100.0 * s.hit_rate(), s.read_ahead, s.evictions, human_bytes(s.bytes_read),
+                       s.hits, s.misses, 100.0 * s.hit_rate(), s.read_ahead, s.hinted, s.hint_used, s.evictions, human_bytes(s.bytes_read),
                        s.bytes_read, s.read_seconds,
                        s.read_seconds > 0 ? double(s.bytes_read) / s.read_seconds / 1e9 : 0.0, s.wait_seconds,
                        s.max_occupied, cache_->slots());
+}
+
+std::string Attachment::phase_summary(const std::string& what, const CacheStats& b, int64_t tokens,
+                                      double seconds) const {
+    if (!cache_ || tokens <= 0 || seconds <= 0) return {};
+    const CacheStats& a = cache_->stats();
+    const double n = double(tokens);
+    const uint64_t misses = a.misses - b.misses, hits = a.hits - b.hits, bytes = a.bytes_read - b.bytes_read;
+    const double read_s = a.read_seconds - b.read_seconds, wait_s = a.wait_seconds - b.wait_seconds;
+    return fmt::format("ssd streaming, {}: {} tokens, {:.1f} misses and {:.1f} hits per token ({:.1f} forecast reads, "
+                       "{:.1f} used), {:.1f} MB read per token at {:.2f} GB/s; {:.3f} s per token, of which {:.3f} s "
+                       "waiting for reads and {:.3f} s computing",
+                       what, tokens, double(misses) / n, double(hits) / n, double(a.hinted - b.hinted) / n,
+                       double(a.hint_used - b.hint_used) / n, double(bytes) / n / 1e6,
+                       read_s > 0 ? double(bytes) / read_s / 1e9 : 0.0, seconds / n, wait_s / n,
+                       std::max(0.0, seconds - wait_s) / n);
 }
 
 void Attachment::write_profile() {
@@ -117,7 +137,7 @@ std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t re
         a->budget_ = resolve_budget(req, in);
         a->cache_ = std::make_shared<ExpertCache>(
             layout, CacheOptions{.slots = a->budget_.slots, .io_threads = o.io_threads, .direct = o.direct,
-                         .read_ahead = o.read_ahead});
+                         .read_ahead = o.read_ahead, .lookahead = o.lookahead});
         std::string line = describe(a->budget_, in);
         if (o.direct && !a->cache_->direct()) line += "; O_DIRECT refused by the file system, buffered reads";
         if (!o.preload_file.empty() && !o.cold) {

@@ -30,6 +30,7 @@ struct Options {
     bool direct = false;              // --ssd-streaming-direct: O_DIRECT reads
     int io_threads = 4;               // --ssd-streaming-io-threads N
     bool read_ahead = true;           // --ssd-streaming-no-read-ahead turns it off
+    bool lookahead = true;            // --ssd-streaming-no-lookahead turns it off
     std::string profile_out;          // --expert-profile FILE
 };
 
@@ -52,6 +53,11 @@ public:
     const Budget& budget() const { return budget_; }
     // The end-of-run line (hit rate, bytes read, read GB/s), empty without a cache.
     std::string summary() const;
+    // The counters between two readings of cache()->stats() over `tokens` evaluated tokens in
+    // `seconds` of wall time: misses and bytes per token, the read rate, and how much of each
+    // token's time was spent waiting for reads (the rest is compute). "" without a cache.
+    std::string phase_summary(const std::string& what, const CacheStats& before, int64_t tokens,
+                              double seconds) const;
     // Writes --expert-profile now (also done on destruction); throws ds4::Error.
     void write_profile();
 

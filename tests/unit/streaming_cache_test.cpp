@@ -332,13 +332,24 @@ TEST(StreamingExpertCache, ServesTheFileBytesOfEveryExpertAtEverySize) {
                         EXPECT_EQ(uintptr_t(m[k]->data) % 4096, (p.offset + uint64_t(e) * p.expert_bytes) % 4096);
                     }
                 }
+                // Sometimes a forecast for another layer (read in the background, held until
+                // the next prepare), right or not.
+                if (call % 3 == 1) {
+                    std::vector<int32_t> f;
+                    for (int32_t e = 0; e < 8; ++e)
+                        if (rng() % 4 == 0) f.push_back(e);
+                    cache.hint(std::vector<uint32_t>{0, 1, 3}[rng() % 3], f);
+                }
                 cache.release(layer);
             }
             const CacheStats& st = cache.stats();
             EXPECT_LE(st.max_occupied, slots);
             EXPECT_GT(st.misses, 0u);
-            if (slots >= 16) EXPECT_GT(st.read_ahead, 0u);
-            if (slots < 16) EXPECT_EQ(st.read_ahead, 0u);
+            // (With 24 slots the whole file is soon cached and nothing is left to read ahead.)
+            if (slots == 16) EXPECT_GT(st.read_ahead - st.hinted, 0u);
+            if (slots < 16) EXPECT_EQ(st.read_ahead - st.hinted, 0u);
+            if (slots >= 8) EXPECT_GT(st.hinted, 0u);
+            EXPECT_LE(st.hint_used, st.hinted);
         }
     // Asking for an expert that was not prepared, or more experts than slots, is an error.
     ExpertCache cache(fake.layout, {.slots = 2});
@@ -348,6 +359,54 @@ TEST(StreamingExpertCache, ServesTheFileBytesOfEveryExpertAtEverySize) {
               std::string::npos);
     EXPECT_NE(error_of([&] { cache.prepare(2, std::vector<int32_t>{1}, std::vector<int32_t>{1}); }).find("no streamed experts"),
               std::string::npos);
+}
+
+// Decode lookahead: a forecast's missing experts are read before the next prepare(), which then
+// finds them; a layer whose forecasts keep missing stops being read for, and starts again once
+// its forecasts are right.
+TEST(StreamingExpertCache, ReadsForecastExpertsAndStopsReadingForALayerWhoseForecastsMiss) {
+    FakeModel fake;
+    {
+        ExpertCache cache(fake.layout, {.slots = 16});
+        cache.prepare(0, std::vector<int32_t>{0}, std::vector<int32_t>{1});
+        cache.hint(1, std::vector<int32_t>{2, 5});
+        cache.release(0);
+        EXPECT_EQ(cache.stats().hinted, 2u);
+        const uint64_t misses = cache.stats().misses;
+        cache.prepare(1, std::vector<int32_t>{2, 5, 6}, std::vector<int32_t>{1, 1, 1});
+        EXPECT_EQ(cache.stats().misses, misses + 1);  // only 6
+        EXPECT_EQ(cache.stats().hint_used, 2u);
+        const auto& p = fake.layout.layers[1].parts[2];
+        EXPECT_EQ(std::memcmp(cache.expert(1, 5).down.data, fake.bytes.data() + p.offset + 5 * p.expert_bytes,
+                              p.expert_bytes),
+                  0);
+        cache.release(1);
+        // Without lookahead the forecast is ignored.
+        ExpertCache off(fake.layout, {.slots = 16, .lookahead = false});
+        EXPECT_FALSE(off.wants_hints());
+        off.prepare(0, std::vector<int32_t>{0}, std::vector<int32_t>{1});
+        off.hint(1, std::vector<int32_t>{2, 5});
+        EXPECT_EQ(off.stats().hinted, 0u);
+    }
+    // 4 slots: each round evicts, so a forecast that is read shows in `hinted`.
+    ExpertCache cache(fake.layout, {.slots = 4});
+    const std::vector<std::vector<int32_t>> pairs = {{2, 3}, {4, 5}, {6, 7}};
+    auto round = [&](const std::vector<int32_t>& forecast, const std::vector<int32_t>& asked) {
+        cache.prepare(0, std::vector<int32_t>{0}, std::vector<int32_t>{1});
+        cache.hint(1, forecast);
+        cache.release(0);
+        cache.prepare(1, asked, std::vector<int32_t>(asked.size(), 1));
+        cache.release(1);
+        return cache.stats().hinted;
+    };
+    std::vector<uint64_t> hinted;
+    for (int r = 0; r < 30; ++r) hinted.push_back(round(pairs[0], pairs[size_t(1 + r % 2)]));  // always wrong
+    EXPECT_GT(hinted[5], hinted[0]);            // read at first
+    EXPECT_EQ(hinted[29], hinted[19]);          // then no longer
+    EXPECT_EQ(cache.stats().hint_used, 0u);
+    for (int r = 0; r < 10; ++r) round(pairs[size_t(r % 3)], pairs[size_t(r % 3)]);  // right
+    EXPECT_GT(cache.stats().hinted, hinted[29]);  // read again
+    EXPECT_GT(cache.stats().hint_used, 0u);
 }
 
 }  // namespace

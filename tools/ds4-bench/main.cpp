@@ -2,6 +2,7 @@
 // fixed token sequence with incremental prefill, probes greedy decode at every frontier from
 // a KV snapshot, and reports upstream's CSV columns plus a table on stdout.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -58,6 +59,21 @@ int run(const Options& o) {
     so.session.qat = o.qat;
     so.warmup = o.warmup;
     so.sessions = o.sessions;
+    // With --ssd-streaming, each decode probe's own cache counters (the table's gen t/s is
+    // the speed-sensitive path; the end-of-run line mixes in the prefill).
+    streaming::CacheStats probe_start;
+    std::chrono::steady_clock::time_point probe_t0;
+    if (streaming && streaming->cache()) {
+        so.before_probe = [&] {
+            probe_start = streaming->cache()->stats();
+            probe_t0 = std::chrono::steady_clock::now();
+        };
+        so.after_probe = [&] {
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - probe_t0).count();
+            std::fprintf(stderr, "%s\n",
+                         streaming->phase_summary("decode probe", probe_start, o.shape.gen_tokens * o.sessions, s).c_str());
+        };
+    }
     const char* eos_key = "tokenizer.ggml.eos_token_id";
     if (file.find(eos_key)) so.eos = int32_t(file.get_u32(eos_key));
 

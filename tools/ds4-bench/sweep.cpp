@@ -59,6 +59,7 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
             std::copy(firsts.begin(), firsts.end(), next.begin());
             step_logits.resize(size_t(N * V));
             std::vector<model::BatchItem> batch(static_cast<size_t>(N));
+            if (opt.before_probe) opt.before_probe();
             const auto t1 = clock::now();
             for (int64_t i = 0; i < r.gen_tokens; ++i) {
                 probe.push_back(next[0]);
@@ -69,6 +70,7 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
                 for (int64_t k = 0; k < N; ++k) next[size_t(k)] = greedy_non_eos(&step_logits[size_t(k * V)], V, opt.eos);
             }
             r.gen_tps = double(N * r.gen_tokens) / seconds(t1, clock::now());
+            if (opt.after_probe) opt.after_probe();
             if (snap) s.restore(*snap);
         }
         rows.push_back(r);

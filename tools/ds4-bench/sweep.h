@@ -26,6 +26,9 @@ struct SweepOptions {
     // step), and every step is one batched call with one row per sequence. Sequence 0 decodes
     // exactly what a single-sequence probe decodes.
     int64_t sessions = 1;
+    // Called just before and just after each timed decode probe (e.g. to read the SSD
+    // streaming counters of the probe alone); either may be empty.
+    std::function<void()> before_probe, after_probe;
 };
 
 // Called after each frontier with its row and the ids the probe decoded.

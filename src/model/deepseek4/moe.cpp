@@ -73,6 +73,35 @@ void route_token(const ModelConfig& c, const LayerWeights& w, const float* logit
         r.weight[size_t(k)] = prob[size_t(r.chosen[size_t(k)])] * norm * c.expert_weights_scale;
 }
 
+// Decode lookahead for a streaming expert source: the experts the next layer will probably
+// choose, so their reads overlap this layer's products and the next layer's attention. A hash
+// layer's choice is exact (the token ids); elsewhere the next layer's router is applied to this
+// layer's normalised FFN input `v`, a forecast that is good when the residual stream changes
+// little from one layer to the next (the source measures how good and may ignore it). Only for
+// calls with few routes (decode steps): a prompt chunk's layer reads its experts in bulk.
+void hint_next_layer(const LayerContext& ctx, const LayerWeights& w, const float* v, model::ExpertSource& source) {
+    const ModelConfig& c = ctx.cfg;
+    const int64_t n = ctx.rows.n, E = c.n_expert, K = c.n_expert_used;
+    const uint32_t next = uint32_t(w.index) + 1;
+    if (next > ctx.model.info().range.last || n * K > E) return;
+    const LayerWeights& wn = ctx.model.weights().layers[next];
+    std::vector<float> logits(static_cast<size_t>(n * E));
+    if (!wn.tid2eid) ops::matmul(wn.router, v, n, logits.data(), ctx.pool);
+    std::vector<float> prob(static_cast<size_t>(E));
+    std::vector<int32_t> order(static_cast<size_t>(E));
+    std::vector<uint8_t> chosen(static_cast<size_t>(E), 0);
+    Route r;
+    for (int64_t t = 0; t < n; ++t) {
+        route_token(c, wn, &logits[size_t(t * E)], ctx.rows.token[size_t(t)], prob, order, r);
+        for (int32_t e : r.chosen)
+            if (e >= 0 && e < E) chosen[size_t(e)] = 1;
+    }
+    std::vector<int32_t> experts;
+    for (int64_t e = 0; e < E; ++e)
+        if (chosen[size_t(e)]) experts.push_back(int32_t(e));
+    source.hint(next, experts);
+}
+
 }  // namespace
 
 void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
@@ -170,6 +199,7 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
         const bool first = g0 == 0;  // the shared expert runs with the first group
         source.prepare(uint32_t(w.index), in_group, std::span<const int32_t>(used_rows.data() + g0, g1 - g0));
         for (int32_t e : in_group) ew[size_t(e)] = source.expert(uint32_t(w.index), e);
+        if (first && source.wants_hints()) hint_next_layer(ctx, w, v, source);
 
         // Gate and up of the group's experts (and of the shared expert), one parallel region.
         jobs.clear();
