@@ -144,7 +144,7 @@ void check_environment() {
 }
 
 double socket_buffer_mb() { return env_number("DS4_DIST_SOCKET_BUFFER_MB", 128, "MiB"); }
-double send_timeout_seconds() { return env_number("DS4_DIST_SOCKET_TIMEOUT_SEC", 60, "seconds"); }
+double send_timeout_seconds() { return env_number("DS4_DIST_SOCKET_TIMEOUT_SEC", peer_timeout(), "seconds"); }
 double recv_timeout_seconds() { return env_number("DS4_DIST_SOCKET_RECV_TIMEOUT_SEC", 0, "seconds"); }
 
 Socket& Socket::operator=(Socket&& o) noexcept {

@@ -3,14 +3,14 @@
 // Connection that sends and receives whole frames through the codec (dist/protocol.h).
 //
 // Sockets get TCP_NODELAY (one frame is one request; no Nagle delay), SO_KEEPALIVE and a send
-// timeout (DS4_DIST_SOCKET_TIMEOUT_SEC, default 60 s: a peer that stops reading fails the send
-// instead of hanging it); no receive timeout unless DS4_DIST_SOCKET_RECV_TIMEOUT_SEC is set
-// (a worker may compute for a long time). With a peer timeout T (--dist-timeout, default 60 s)
-// the kernel also gives up on a peer whose host is gone: keepalive probes start after T/3 of
-// silence and TCP_USER_TIMEOUT aborts a connection whose probes or data stay unacknowledged for
-// T, so even an idle connection to a vanished host fails within about T; a connect waits at
-// most handshake_timeout(). A live but stuck peer still ACKs: callers that await an answer use
-// recv(timeout) for that (docs/DISTRIBUTED.md, "Timeouts"). A frame that does not parse ends
+// timeout (a peer that stops reading fails the send instead of hanging it): the peer timeout T
+// (--dist-timeout, default 60 s) unless DS4_DIST_SOCKET_TIMEOUT_SEC says otherwise. No receive
+// timeout unless DS4_DIST_SOCKET_RECV_TIMEOUT_SEC is set (an idle connection may stay idle).
+// With T the kernel also gives up on a peer whose host is gone: keepalive probes start after
+// T/3 of silence and TCP_USER_TIMEOUT aborts a connection whose probes or data stay
+// unacknowledged for T, so even an idle connection to a vanished host fails within about T; a
+// connect waits at most handshake_timeout(). A live but stopped peer still ACKs: callers that
+// await an answer use recv(silence_s) for that (docs/DISTRIBUTED.md, "Timeouts"). A frame that does not parse ends
 // the connection after an ERROR frame naming the problem; nothing is allocated before its size
 // is checked.
 #pragma once
@@ -180,8 +180,8 @@ private:
     std::mutex send_mu_;
 };
 
-// Environment overrides (spec §7.1): the send timeout, an optional receive timeout, and the
-// socket buffer size in MiB (DS4_DIST_SOCKET_BUFFER_MB, default 128; 0 leaves the system's).
+// Environment overrides (spec §7.1): the send timeout (default: peer_timeout()), an optional
+// receive timeout, and the socket buffer size in MiB (DS4_DIST_SOCKET_BUFFER_MB, default 128; 0 leaves the system's).
 // check_environment() reads all three and throws ds4::Error naming a bad value: call it before
 // any socket is made (the sockets' own calls would then fail in a background thread).
 void check_environment();

@@ -329,6 +329,10 @@ dist::Result PipelineModel::recv_result(const Route& route, uint64_t request_id)
     dist::Message m;
     try {
         m = data_->recv_message(dist_.timeout_s);  // a stopped or vanished hop: no answer
+    } catch (const dist::TimeoutError&) {
+        // Any hop may be the one that is silent: the answer comes back through all of them.
+        fail("route incomplete: no answer from the route ({}) for {:g} s (--dist-timeout): a worker stopped, "
+             "hangs, or its host is unreachable", route.str(), dist_.timeout_s);
     } catch (const dist::TransportError& e) {
         fail("route incomplete: {}", e.what());
     } catch (const dist::ProtocolError& e) {

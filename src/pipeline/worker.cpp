@@ -388,7 +388,7 @@ private:
                                                   b.payload_bytes, bound));
         std::vector<uint8_t> state;
         while (state.size() < b.payload_bytes) {
-            const dist::Message m = c.recv_message();
+            const dist::Message m = c.recv_message(dist::peer_timeout());  // the chunks follow at once
             const auto* ch = std::get_if<dist::SnapshotChunk>(&m);
             if (!ch || ch->request_id != b.req.request_id || state.size() + ch->data.size() > b.payload_bytes)
                 throw dist::ProtocolError("snapshot load: expected the next SNAPSHOT_CHUNK");
