@@ -82,10 +82,10 @@ void add_dist_flags(CLI::App& app, DistOptions& o) {
         ->option_text("SEC")
         ->group("Distributed");
     app.add_option("--dist-timeout", o.timeout_s,
-                   "Seconds a pipeline peer may stay silent: an answer to work in flight, TCP keepalive "
-                   "and unacknowledged data (a vanished host) and, capped at 10, a handshake; raise it "
-                   "when one request may compute longer (default 60; 0: no answer deadline, keepalive as "
-                   "the system sets it)")
+                   "Seconds a pipeline peer may keep this process waiting: for the answer to work in "
+                   "flight (raise it when one request may compute longer), for reading what is sent, for "
+                   "TCP acknowledgements and keepalive probes (a vanished host); a handshake or connect "
+                   "gets at most 10 (default 60; 0: no such deadlines)")
         ->check(CLI::Range(0.0, 1e6))
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->option_text("SEC")
