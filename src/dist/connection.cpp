@@ -338,11 +338,19 @@ Frame Connection::recv(double silence_s) {
     }
     uint8_t buf[64 * 1024];
     while (ready_.empty()) {
-        if (silence_s > 0 && !sock_.wait_readable(silence_s)) {
+        // Once a frame has begun the rest follows at once (a sender writes a frame in one go), so
+        // a peer that stalls in the middle of one is given up after the peer timeout even where
+        // the wait for the next frame has no limit (an idle connection).
+        const bool mid_frame = reader_.pending() > 0;
+        const double limit = silence_s > 0 ? silence_s : mid_frame ? peer_timeout() : 0;
+        if (limit > 0 && !sock_.wait_readable(limit)) {
             failed_ = true;
             sock_.shutdown();
-            throw TimeoutError(fmt::format("no answer from {} for {:g} s (--dist-timeout): the peer stopped or its "
-                                           "host is unreachable", peer(), silence_s));
+            if (silence_s > 0)
+                throw TimeoutError(fmt::format("no answer from {} for {:g} s (--dist-timeout): the peer stopped or "
+                                               "its host is unreachable", peer(), silence_s));
+            throw TimeoutError(fmt::format("{} stopped sending in the middle of a frame for {:g} s (--dist-timeout)",
+                                           peer(), limit));
         }
         const size_t n = sock_.recv_some(std::span<uint8_t>(buf, sizeof buf));
         try {

@@ -162,7 +162,9 @@ public:
     // The next whole frame. TransportError when the peer closed or the socket failed;
     // ProtocolError when the bytes are not a valid frame: then an ERROR frame saying why is sent
     // (best effort) and the socket is closed. With `silence_s` > 0, TimeoutError (and the
-    // connection is shut down) when no byte arrives for that long while a frame is awaited.
+    // connection is shut down) when no byte arrives for that long while a frame is awaited;
+    // without it the wait for a frame's first byte has no limit, but once a frame has begun a
+    // silence longer than peer_timeout() fails the same way.
     Frame recv(double silence_s = 0);
     // recv() and decode(); a frame whose record does not decode is handled like a bad frame.
     Message recv_message(double silence_s = 0);

@@ -150,6 +150,7 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
         // dropped after the handshake timeout instead of holding a thread.
         sp->set_recv_timeout(dist::handshake_timeout());
         dist::authenticate_acceptor(*sp, key_, dist::Channel::control);
+        sp->set_recv_timeout(dist::handshake_timeout());  // for HELLO too
         // The Connection owns the descriptor from here; `sp` stays as a handle to wake it.
         dist::Connection c(dist::Socket(dup(sp->fd()), peer));
         const dist::Message m = c.recv_message();

@@ -5,8 +5,8 @@
 // down: no FIN, no RST) fails a generation within --dist-timeout and drops out of a waiting
 // coordinator's route. On loopback: a stopped worker (its kernel still ACKs) fails the
 // coordinator within --dist-timeout, and silent connections to a worker's or coordinator's port
-// are closed after the handshake timeout, at most 16 waiting at once, while real peers are
-// served.
+// (and one that stalls in its first frame) are closed after the handshake timeout, at most 16
+// waiting at once, while real peers are served.
 //
 // The namespaces are this test's own ("ds4t-<pid>-<n>-c", "...-w1", ...; addresses
 // 10.213.x.y/24 that exist only inside them) and are deleted at the end of each test, failed or
@@ -367,6 +367,15 @@ TEST_F(DistNetwork, SilentConnectionsAreClosedAndBounded) {
     EXPECT_GT(took, 1.5);  // held until the deadline, not refused
     EXPECT_LT(took, 2 + 4.0);
     EXPECT_TRUE(contains(w->err(), "timed out")) << w->err();
+    // A connection that begins a frame ("DS4D", the magic) and stalls is closed as well.
+    const int stalled = silent_connection(data_port);
+    ASSERT_GE(stalled, 0);
+    ASSERT_EQ(send(stalled, "DS4D", 4, MSG_NOSIGNAL), 4);
+    const auto t1 = clock_type::now();
+    EXPECT_TRUE(closed_by_peer(stalled, 8)) << w->err();
+    EXPECT_GT(seconds_since(t1), 1.5);
+    EXPECT_LT(seconds_since(t1), 2 + 4.0);
+    close(stalled);
 
     // 24 at once on each port: at least 8 are closed at once, the others after the deadline.
     auto flood = [&](uint16_t port, Proc& owner, const char* what) {

@@ -3,8 +3,8 @@
 // authenticates and frames flow; different keys, a key on one side only, a reflected proof and
 // a proof for the other channel all fail with messages saying what happened, on both sides; a
 // bad frame closes the connection after an ERROR frame; connects retry while nobody listens;
-// a silent peer fails an awaited frame and a handshake within the timeouts; handshake slots
-// are bounded.
+// a silent peer fails an awaited frame, a frame begun, and a handshake within the timeouts;
+// handshake slots are bounded.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -327,4 +327,28 @@ TEST(DistConnection, HandshakeSlotsAreBounded) {
     EXPECT_TRUE(slots.try_acquire(&first));
     EXPECT_FALSE(slots.try_acquire(&first));
     EXPECT_TRUE(first);  // a new burst
+}
+
+// A peer that starts a frame and stalls is given up after the peer timeout, even by a read
+// that has no deadline of its own (one that waits for the next frame of an idle connection).
+TEST(DistConnection, AFrameThatStallsHalfWayFailsAfterThePeerTimeout) {
+    const double saved = peer_timeout();
+    set_peer_timeout(0.5);
+    Listener l("127.0.0.1", 0);
+    Socket c = connect_to("127.0.0.1", l.port());
+    Socket a = l.accept();
+    const auto frame = encode(ErrorFrame{"cut short"});
+    a.send_all(std::span<const uint8_t>(frame.data(), 6));  // the magic and half the type
+    Connection conn(std::move(c));
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        conn.recv();
+        ADD_FAILURE() << "a frame from 6 bytes";
+    } catch (const TimeoutError& e) {
+        EXPECT_TRUE(contains(e.what(), "stopped sending in the middle of a frame")) << e.what();
+    }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(took, 0.45);
+    EXPECT_LT(took, 3.0);
+    set_peer_timeout(saved);
 }
