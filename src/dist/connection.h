@@ -10,9 +10,9 @@
 // T/3 of silence and TCP_USER_TIMEOUT aborts a connection whose probes or data stay
 // unacknowledged for T, so even an idle connection to a vanished host fails within about T; a
 // connect waits at most handshake_timeout(). A live but stopped peer still ACKs: callers that
-// await an answer use recv(silence_s) for that (docs/DISTRIBUTED.md, "Timeouts"). A frame that does not parse ends
-// the connection after an ERROR frame naming the problem; nothing is allocated before its size
-// is checked.
+// await an answer use recv(silence_s) for that (docs/DISTRIBUTED.md, "Timeouts"). A frame that
+// does not parse ends the connection after an ERROR frame naming the problem; nothing is
+// allocated before its size is checked.
 #pragma once
 
 #include <cstddef>
@@ -183,7 +183,8 @@ private:
 };
 
 // Environment overrides (spec §7.1): the send timeout (default: peer_timeout()), an optional
-// receive timeout, and the socket buffer size in MiB (DS4_DIST_SOCKET_BUFFER_MB, default 128; 0 leaves the system's).
+// receive timeout, and the socket buffer size in MiB (DS4_DIST_SOCKET_BUFFER_MB, default 128;
+// 0 leaves the system's).
 // check_environment() reads all three and throws ds4::Error naming a bad value: call it before
 // any socket is made (the sockets' own calls would then fail in a background thread).
 void check_environment();

@@ -90,7 +90,8 @@ void Coordinator::accept_loop() {
         bool first_refusal = false;
         if (!handshakes_.try_acquire(&first_refusal)) {
             if (first_refusal)
-                std::fprintf(stderr, "ds4: closing new control connections (%s first): %d are still in their handshake\n",
+                std::fprintf(stderr,
+                             "ds4: closing new control connections (%s first): %d are still in their handshake\n",
                              s.peer().c_str(), handshakes_.limit());
             continue;
         }
