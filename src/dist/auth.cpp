@@ -134,7 +134,7 @@ std::vector<uint8_t> auth_proof(const DistKey& key, bool acceptor, Channel chann
 void authenticate_connector(Socket& s, const DistKey& key, Channel channel) {
     if (!key.enabled()) return;
     const std::string peer = s.peer();
-    s.set_recv_timeout(kAuthTimeoutSeconds);
+    s.set_recv_timeout(handshake_timeout());
     uint8_t m1[kAuth1Bytes];
     put_u32(m1, kAuthMagic);
     put_u32(m1 + 4, kAuthVersion);
@@ -187,8 +187,11 @@ void authenticate_acceptor(Socket& s, const DistKey& key, Channel channel) {
     const std::string peer = s.peer();
     uint8_t m1[kAuth1Bytes];
     if (!key.enabled()) {
-        // Only a look: without a key the first bytes are the peer's first frame.
+        // Only a look: without a key the first bytes are the peer's first frame, due as soon as
+        // it connected (a silent connection is closed after the handshake timeout).
+        s.set_recv_timeout(handshake_timeout());
         s.peek(std::span<uint8_t>(m1, 4), "the first frame");
+        s.set_recv_timeout(recv_timeout_seconds());
         if (get_u32(m1) == kAuthMagic) {
             try {
                 s.recv_exact(m1, "the authentication handshake");
@@ -200,7 +203,7 @@ void authenticate_acceptor(Socket& s, const DistKey& key, Channel channel) {
         }
         return;
     }
-    s.set_recv_timeout(kAuthTimeoutSeconds);
+    s.set_recv_timeout(handshake_timeout());
     s.recv_exact(std::span<uint8_t>(m1, 4), "the authentication handshake");
     if (get_u32(m1) == kMagic)
         refuse(s, "authentication required: this peer runs with --dist-key and the connecting side sent no "

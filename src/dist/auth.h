@@ -14,10 +14,12 @@
 // constant time (CRYPTO_memcmp), nonces come from RAND_bytes. A peer that fails gets nothing
 // but a closed connection; each side throws AuthError saying what happened.
 //
-// Without a key nothing is exchanged (upstream's protocol as it is). A key on one side only is
-// reported clearly on both: the keyed acceptor sees a frame where the handshake belongs and
-// answers with an ERROR frame; the keyless acceptor sees "DS4A" where a frame belongs and
-// answers with an ERROR frame, which the keyed connector reports.
+// Each handshake message is awaited at most handshake_timeout() (dist/connection.h): 10 s, or
+// --dist-timeout when shorter. Without a key nothing is exchanged (upstream's protocol as it
+// is), but the acceptor waits that long at most for the first frame to begin. A key on one
+// side only is reported clearly on both: the keyed acceptor sees a frame where the handshake
+// belongs and answers with an ERROR frame; the keyless acceptor sees "DS4A" where a frame
+// belongs and answers with an ERROR frame, which the keyed connector reports.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +42,6 @@ inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kProofBytes = 32;
 inline constexpr size_t kMinKeyBytes = 16;
 inline constexpr size_t kMaxKeyBytes = 4096;
-// How long either side waits for the other's handshake message.
-inline constexpr double kAuthTimeoutSeconds = 10;
 
 enum class Channel : uint32_t { control = 1, data = 2 };
 

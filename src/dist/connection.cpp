@@ -4,6 +4,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -17,6 +19,8 @@
 
 namespace ds4::dist {
 namespace {
+
+std::atomic<double> g_peer_timeout{kDefaultPeerTimeoutSeconds};
 
 double env_number(const char* name, double dflt, const char* unit) {
     const char* v = std::getenv(name);
@@ -51,6 +55,17 @@ void configure(int fd) {
     if (snd > 0) set_timeout(fd, SO_SNDTIMEO, snd);
     const double rcv = recv_timeout_seconds();
     if (rcv > 0) set_timeout(fd, SO_RCVTIMEO, rcv);
+    // A vanished host answers nothing: probe an idle connection after T/3 of silence, every
+    // T/6, and abort once probes or data stay unacknowledged for T (TCP_USER_TIMEOUT governs
+    // both). A live peer's kernel answers probes however long its process computes.
+    if (const double t = peer_timeout(); t > 0) {
+        const int idle = std::max(1, int(t / 3)), intvl = std::max(1, int(t / 6)), cnt = 6;
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+        const unsigned ms = unsigned(std::min(t * 1000, 2e9));
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+    }
     // Room for a whole prefill chunk's hidden state in flight (the kernel caps it at
     // net.core.wmem_max / rmem_max).
     const int buf = int(std::min<double>(socket_buffer_mb(), 2047) * 1024 * 1024);
@@ -62,7 +77,65 @@ void configure(int fd) {
 
 std::string sys_error(int err) { return std::strerror(err); }
 
+// Waits up to `seconds` (<= 0: no limit) for fd to have `events`; false on timeout.
+bool wait_for(int fd, short events, double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    for (;;) {
+        int ms = -1;
+        if (seconds > 0) {
+            const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+            if (left <= 0) return false;
+            ms = int(std::min(left * 1000 + 1, 1e9));
+        }
+        pollfd p{fd, events, 0};
+        const int rc = ::poll(&p, 1, ms);
+        if (rc > 0) return true;  // ready, or an error / hang-up the next call reports
+        if (rc < 0 && errno != EINTR) return true;
+    }
+}
+
+// connect() that gives up after `seconds`: 0 when connected, else the errno; -1 on our timeout.
+int connect_within(int fd, const sockaddr* a, socklen_t len, double seconds) {
+    const int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    int err = 0;
+    if (::connect(fd, a, len) != 0) {
+        err = errno;
+        if (err == EINPROGRESS) {
+            if (!wait_for(fd, POLLOUT, seconds)) {
+                err = -1;
+            } else {
+                socklen_t l = sizeof err;
+                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) != 0) err = errno;
+            }
+        }
+    }
+    fcntl(fd, F_SETFL, flags);
+    return err;
+}
+
 }  // namespace
+
+void set_peer_timeout(double seconds) { g_peer_timeout = std::max(0.0, seconds); }
+double peer_timeout() { return g_peer_timeout; }
+double handshake_timeout() {
+    const double t = peer_timeout();
+    return t > 0 ? std::min(t, 10.0) : 10.0;
+}
+
+bool HandshakeSlots::try_acquire(bool* first_refusal) {
+    int n = used_.load();
+    while (n < limit_)
+        if (used_.compare_exchange_weak(n, n + 1)) {
+            refusing_ = false;
+            return true;
+        }
+    const bool first = !refusing_.exchange(true);
+    if (first_refusal) *first_refusal = first;
+    return false;
+}
+
+void HandshakeSlots::release() { used_.fetch_sub(1); }
 
 void check_environment() {
     socket_buffer_mb();
@@ -71,7 +144,7 @@ void check_environment() {
 }
 
 double socket_buffer_mb() { return env_number("DS4_DIST_SOCKET_BUFFER_MB", 128, "MiB"); }
-double send_timeout_seconds() { return env_number("DS4_DIST_SOCKET_TIMEOUT_SEC", 60, "seconds"); }
+double send_timeout_seconds() { return env_number("DS4_DIST_SOCKET_TIMEOUT_SEC", peer_timeout(), "seconds"); }
 double recv_timeout_seconds() { return env_number("DS4_DIST_SOCKET_RECV_TIMEOUT_SEC", 0, "seconds"); }
 
 Socket& Socket::operator=(Socket&& o) noexcept {
@@ -139,6 +212,11 @@ void Socket::peek(std::span<uint8_t> bytes, const char* what) {
         if (n < 0) throw TransportError(fmt::format("receiving {} from {} failed: {}", what, peer_, sys_error(errno)));
         throw TransportError(fmt::format("{} closed the connection (reading {})", peer_, what));
     }
+}
+
+bool Socket::wait_readable(double seconds) {
+    if (fd_ < 0) return true;  // the read reports the closed socket
+    return wait_for(fd_, POLLIN, seconds);
 }
 
 void Socket::set_recv_timeout(double seconds) {
@@ -234,13 +312,14 @@ Socket connect_to(const std::string& host, uint16_t port, int attempts, int dela
                 last = sys_error(errno);
                 continue;
             }
-            if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+            configure(fd);  // before connect: TCP_USER_TIMEOUT covers the SYN too
+            const int err = connect_within(fd, a->ai_addr, a->ai_addrlen, handshake_timeout());
+            if (err == 0) {
                 freeaddrinfo(res);
-                configure(fd);
                 return Socket(fd, where);
             }
-            const int err = errno;
-            last = sys_error(err);
+            // No answer at all (a vanished host): retrying only multiplies the wait.
+            last = err < 0 ? fmt::format("no answer within {:g} s", handshake_timeout()) : sys_error(err);
             retry = retry || err == ECONNREFUSED || err == ENETUNREACH || err == EHOSTUNREACH ||
                     err == ETIMEDOUT || err == EINTR;
             ::close(fd);
@@ -251,7 +330,7 @@ Socket connect_to(const std::string& host, uint16_t port, int attempts, int dela
     throw TransportError(fmt::format("cannot connect to {}: {}", where, last));
 }
 
-Frame Connection::recv() {
+Frame Connection::recv(double silence_s) {
     if (!ready_.empty()) {
         Frame f = std::move(ready_.front());
         ready_.pop_front();
@@ -259,6 +338,20 @@ Frame Connection::recv() {
     }
     uint8_t buf[64 * 1024];
     while (ready_.empty()) {
+        // Once a frame has begun the rest follows at once (a sender writes a frame in one go), so
+        // a peer that stalls in the middle of one is given up after the peer timeout even where
+        // the wait for the next frame has no limit (an idle connection).
+        const bool mid_frame = reader_.pending() > 0;
+        const double limit = silence_s > 0 ? silence_s : mid_frame ? peer_timeout() : 0;
+        if (limit > 0 && !sock_.wait_readable(limit)) {
+            failed_ = true;
+            sock_.shutdown();
+            if (silence_s > 0)
+                throw TimeoutError(fmt::format("no answer from {} for {:g} s (--dist-timeout): the peer stopped or "
+                                               "its host is unreachable", peer(), silence_s));
+            throw TimeoutError(fmt::format("{} stopped sending in the middle of a frame for {:g} s (--dist-timeout)",
+                                           peer(), limit));
+        }
         const size_t n = sock_.recv_some(std::span<uint8_t>(buf, sizeof buf));
         try {
             for (Frame& f : reader_.feed(std::span<const uint8_t>(buf, n))) ready_.push_back(std::move(f));
@@ -272,8 +365,8 @@ Frame Connection::recv() {
     return f;
 }
 
-Message Connection::recv_message() {
-    const Frame f = recv();
+Message Connection::recv_message(double silence_s) {
+    const Frame f = recv(silence_s);
     try {
         return decode(f);
     } catch (const ProtocolError& e) {

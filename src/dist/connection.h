@@ -3,10 +3,16 @@
 // Connection that sends and receives whole frames through the codec (dist/protocol.h).
 //
 // Sockets get TCP_NODELAY (one frame is one request; no Nagle delay), SO_KEEPALIVE and a send
-// timeout (DS4_DIST_SOCKET_TIMEOUT_SEC, default 60 s: a peer that stops reading fails the send
-// instead of hanging it); no receive timeout unless DS4_DIST_SOCKET_RECV_TIMEOUT_SEC is set
-// (a worker may compute for a long time). A frame that does not parse ends the connection
-// after an ERROR frame naming the problem; nothing is allocated before its size is checked.
+// timeout (a peer that stops reading fails the send instead of hanging it): the peer timeout T
+// (--dist-timeout, default 60 s) unless DS4_DIST_SOCKET_TIMEOUT_SEC says otherwise. No receive
+// timeout unless DS4_DIST_SOCKET_RECV_TIMEOUT_SEC is set (an idle connection may stay idle).
+// With T the kernel also gives up on a peer whose host is gone: keepalive probes start after
+// T/3 of silence and TCP_USER_TIMEOUT aborts a connection whose probes or data stay
+// unacknowledged for T, so even an idle connection to a vanished host fails within about T; a
+// connect waits at most handshake_timeout(). A live but stopped peer still ACKs: callers that
+// await an answer use recv(silence_s) for that (docs/DISTRIBUTED.md, "Timeouts"). A frame that
+// does not parse ends the connection after an ERROR frame naming the problem; nothing is
+// allocated before its size is checked.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +33,42 @@ namespace ds4::dist {
 class TransportError : public Error {
 public:
     using Error::Error;
+};
+
+// The peer stayed silent past a deadline (a TransportError: the connection is given up).
+class TimeoutError : public TransportError {
+public:
+    using TransportError::TransportError;
+};
+
+// The peer timeout T in seconds (--dist-timeout; 0: none), process-wide: set it before any
+// socket is made. It tunes keepalive and TCP_USER_TIMEOUT on every later socket (above) and
+// bounds the handshake.
+inline constexpr double kDefaultPeerTimeoutSeconds = 60;
+void set_peer_timeout(double seconds);
+double peer_timeout();
+// How long an accepted connection may take to authenticate (or, without a key, to start its
+// first frame), and a connect to complete: min(T, 10 s), 10 s when T is 0.
+double handshake_timeout();
+
+// Connections accepted on one listening port that have not finished their handshake (for a
+// coordinator's control port: not sent HELLO yet). At most `limit` at a time, so silent
+// connections hold a bounded number of threads; more are closed at once.
+inline constexpr int kMaxPendingHandshakes = 16;
+class HandshakeSlots {
+public:
+    explicit HandshakeSlots(int limit = kMaxPendingHandshakes) : limit_(limit) {}
+    // Takes a slot; false when all are taken (`first_refusal` is set the first time after a
+    // slot was free, for one log line per burst).
+    bool try_acquire(bool* first_refusal = nullptr);
+    void release();
+    int limit() const { return limit_; }
+    int in_use() const { return used_.load(); }
+
+private:
+    const int limit_;
+    std::atomic<int> used_{0};
+    std::atomic<bool> refusing_{false};
 };
 
 // One TCP socket (move-only; closed on destruction).
@@ -55,6 +97,9 @@ public:
     size_t recv_some(std::span<uint8_t> bytes);
     // The first bytes.size() bytes without consuming them (waits for all of them).
     void peek(std::span<uint8_t> bytes, const char* what);
+    // Waits until bytes (or the end of the stream) can be read: false after `seconds` (<= 0:
+    // waits without a limit).
+    bool wait_readable(double seconds);
     // Receive timeout in seconds (0: none).
     void set_recv_timeout(double seconds);
     // Wakes a thread blocked on this socket (its call fails) without closing the descriptor.
@@ -116,10 +161,13 @@ public:
     }
     // The next whole frame. TransportError when the peer closed or the socket failed;
     // ProtocolError when the bytes are not a valid frame: then an ERROR frame saying why is sent
-    // (best effort) and the socket is closed.
-    Frame recv();
+    // (best effort) and the socket is closed. With `silence_s` > 0, TimeoutError (and the
+    // connection is shut down) when no byte arrives for that long while a frame is awaited;
+    // without it the wait for a frame's first byte has no limit, but once a frame has begun a
+    // silence longer than peer_timeout() fails the same way.
+    Frame recv(double silence_s = 0);
     // recv() and decode(); a frame whose record does not decode is handled like a bad frame.
-    Message recv_message();
+    Message recv_message(double silence_s = 0);
     // Sends ERROR(message) (best effort) and shuts the connection down.
     void fail_and_close(const std::string& message);
 
@@ -134,8 +182,9 @@ private:
     std::mutex send_mu_;
 };
 
-// Environment overrides (spec §7.1): the send timeout, an optional receive timeout, and the
-// socket buffer size in MiB (DS4_DIST_SOCKET_BUFFER_MB, default 128; 0 leaves the system's).
+// Environment overrides (spec §7.1): the send timeout (default: peer_timeout()), an optional
+// receive timeout, and the socket buffer size in MiB (DS4_DIST_SOCKET_BUFFER_MB, default 128;
+// 0 leaves the system's).
 // check_environment() reads all three and throws ds4::Error naming a bad value: call it before
 // any socket is made (the sockets' own calls would then fail in a background thread).
 void check_environment();

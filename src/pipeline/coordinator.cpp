@@ -85,9 +85,26 @@ void Coordinator::accept_loop() {
         } catch (const dist::TransportError&) {
             return;  // shut down
         }
+        // At most kMaxPendingHandshakes connections may be in their handshake (before HELLO);
+        // more are closed at once, so silent connections hold a bounded number of threads.
+        bool first_refusal = false;
+        if (!handshakes_.try_acquire(&first_refusal)) {
+            if (first_refusal)
+                std::fprintf(stderr,
+                             "ds4: closing new control connections (%s first): %d are still in their handshake\n",
+                             s.peer().c_str(), handshakes_.limit());
+            continue;
+        }
         auto sp = std::make_shared<dist::Socket>(std::move(s));
         std::lock_guard lk(mu_);
         if (stopping_) return;
+        // Threads of connections that ended are joined here, so they do not pile up.
+        std::erase_if(threads_, [&](std::thread& t) {
+            if (std::find(finished_.begin(), finished_.end(), t.get_id()) == finished_.end()) return false;
+            t.join();  // it only returns now (it left its last lock of mu_)
+            return true;
+        });
+        finished_.clear();
         open_.push_back(sp);
         threads_.emplace_back([this, sp] { serve_control(sp); });
     }
@@ -124,11 +141,17 @@ std::string Coordinator::refusal(const dist::Hello& h, const std::string& host) 
 void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
     const std::string peer = sp->peer();
     uint64_t id = 0;
+    bool pending = true;  // holds a handshake slot until HELLO is in
+    const auto handshake_done = [&] {
+        if (pending) handshakes_.release();
+        pending = false;
+    };
     try {
         // A worker authenticates and sends HELLO at once: a connection that stays silent is
         // dropped after the handshake timeout instead of holding a thread.
-        sp->set_recv_timeout(dist::kAuthTimeoutSeconds);
+        sp->set_recv_timeout(dist::handshake_timeout());
         dist::authenticate_acceptor(*sp, key_, dist::Channel::control);
+        sp->set_recv_timeout(dist::handshake_timeout());  // for HELLO too
         // The Connection owns the descriptor from here; `sp` stays as a handle to wake it.
         dist::Connection c(dist::Socket(dup(sp->fd()), peer));
         const dist::Message m = c.recv_message();
@@ -138,6 +161,7 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
             fail("{} sent no HELLO on the control connection", peer);
         }
         c.socket().set_recv_timeout(dist::recv_timeout_seconds());
+        handshake_done();
         const std::string host = sp->peer_host();
         {
             std::lock_guard lk(mu_);
@@ -166,7 +190,9 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
     } catch (const Error& e) {
         if (id == 0) std::fprintf(stderr, "ds4: control connection from %s: %s\n", peer.c_str(), e.what());
     }
+    handshake_done();
     std::lock_guard lk(mu_);
+    finished_.push_back(std::this_thread::get_id());
     if (id != 0) {
         const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.id == id; });
         if (it != workers_.end()) {

@@ -87,7 +87,9 @@ private:
     uint64_t generation_ = 1;
     bool stopping_ = false;
     std::vector<std::shared_ptr<dist::Socket>> open_;  // control sockets, to wake on shutdown
+    dist::HandshakeSlots handshakes_;                   // connections that have not sent HELLO yet
     std::vector<std::thread> threads_;
+    std::vector<std::thread::id> finished_;             // threads_ that are done (joined on the next accept)
     std::thread acceptor_;
 };
 

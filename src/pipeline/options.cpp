@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/cli_checks.h"
+#include "dist/connection.h"
 
 namespace ds4::pipeline {
 namespace {
@@ -80,6 +81,15 @@ void add_dist_flags(CLI::App& app, DistOptions& o) {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->option_text("SEC")
         ->group("Distributed");
+    app.add_option("--dist-timeout", o.timeout_s,
+                   "Seconds a pipeline peer may keep this process waiting: for the answer to work in "
+                   "flight (raise it when one request may compute longer), for reading what is sent, for "
+                   "TCP acknowledgements and keepalive probes (a vanished host); a handshake or connect "
+                   "gets at most 10 (default 60; 0: no such deadlines)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->option_text("SEC")
+        ->group("Distributed");
     app.add_flag("--debug", o.debug, "Pipeline: print route formation and per-hop telemetry")->group("Distributed");
 }
 
@@ -100,6 +110,11 @@ std::string dist_options_error(const DistOptions& o) {
             return "";
     }
     return "";
+}
+
+void apply_dist_options(const DistOptions& o) {
+    dist::check_environment();
+    dist::set_peer_timeout(o.timeout_s);
 }
 
 }  // namespace ds4::pipeline

@@ -24,6 +24,7 @@ struct DistOptions {
     int64_t prefill_window = 0;       // --dist-prefill-window N: ACK-only chunks in flight (0: workers + 2, <= 8)
     uint32_t activation_bits = 32;    // --dist-activation-bits 32|16|8: hidden states on the wire
     double route_timeout_s = 300;     // --dist-route-timeout SEC: how long the coordinator waits
+    double timeout_s = 60;            // --dist-timeout SEC: a silent peer is given up after it (0: never)
     bool debug = false;               // --debug: route formation and per-hop telemetry
 };
 
@@ -32,5 +33,8 @@ void add_dist_flags(CLI::App& app, DistOptions& o);
 // The combinations the flags need ("--role worker needs --coordinator HOST PORT", ...): the
 // message of the first one missing, or "" when fine.
 std::string dist_options_error(const DistOptions& o);
+// Applies the process-wide settings of the flags (the peer timeout, dist::set_peer_timeout) and
+// checks the environment overrides; before any pipeline socket is made.
+void apply_dist_options(const DistOptions& o);
 
 }  // namespace ds4::pipeline

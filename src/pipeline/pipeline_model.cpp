@@ -144,7 +144,7 @@ template <class T>
 T expect_frame(dist::Connection& c, const Hop& h, const char* what) {
     dist::Message m;
     try {
-        m = c.recv_message();
+        m = c.recv_message(dist::peer_timeout());
     } catch (const dist::TransportError& e) {
         fail("route incomplete: {}", e.what());
     }
@@ -328,7 +328,11 @@ void PipelineModel::send_work(const Route& route, const dist::Work& w) {
 dist::Result PipelineModel::recv_result(const Route& route, uint64_t request_id) {
     dist::Message m;
     try {
-        m = data_->recv_message();
+        m = data_->recv_message(dist_.timeout_s);  // a stopped or vanished hop: no answer
+    } catch (const dist::TimeoutError&) {
+        // Any hop may be the one that is silent: the answer comes back through all of them.
+        fail("route incomplete: no answer from the route ({}) for {:g} s (--dist-timeout): a worker stopped, "
+             "hangs, or its host is unreachable", route.str(), dist_.timeout_s);
     } catch (const dist::TransportError& e) {
         fail("route incomplete: {}", e.what());
     } catch (const dist::ProtocolError& e) {
@@ -470,7 +474,7 @@ void PipelineModel::run_span_unguarded(PipelineSequence& ps, std::span<const int
 std::unique_ptr<model::Model> open_model(const std::string& path, const model::OpenOptions& open,
                                          const DistOptions& dist) {
     if (const std::string why = dist_options_error(dist); !why.empty()) fail("{}", why);
-    if (dist.role != Role::none) dist::check_environment();
+    if (dist.role != Role::none) apply_dist_options(dist);
     switch (dist.role) {
         case Role::none:
             return model::open(path, open);

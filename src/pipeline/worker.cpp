@@ -191,6 +191,17 @@ public:
             } catch (const dist::TransportError&) {
                 break;  // shut down by a fatal control error
             }
+            // A connection holds a thread from here; one that never authenticates (or, without
+            // a key, never starts a frame) gives it back after the handshake timeout, and at
+            // most kMaxPendingHandshakes wait at once.
+            bool first_refusal = false;
+            if (!handshakes_.try_acquire(&first_refusal)) {
+                if (first_refusal)
+                    std::fprintf(stderr,
+                                 "ds4: closing new data connections (%s first): %d are still in their handshake\n",
+                                 s.peer().c_str(), handshakes_.limit());
+                continue;
+            }
             auto sp = std::make_shared<dist::Socket>(std::move(s));
             std::thread([this, sp] { serve_data(std::move(*sp)); }).detach();
         }
@@ -274,9 +285,11 @@ private:
         try {
             dist::authenticate_acceptor(s, key_, dist::Channel::data);
         } catch (const Error& e) {
+            handshakes_.release();
             std::fprintf(stderr, "ds4: data connection: %s\n", e.what());
             return;
         }
+        handshakes_.release();
         auto up = std::make_shared<Upstream>(std::move(s));
         std::unique_ptr<Downstream> down;
         for (;;) {
@@ -375,7 +388,7 @@ private:
                                                   b.payload_bytes, bound));
         std::vector<uint8_t> state;
         while (state.size() < b.payload_bytes) {
-            const dist::Message m = c.recv_message();
+            const dist::Message m = c.recv_message(dist::peer_timeout());  // the chunks follow at once
             const auto* ch = std::get_if<dist::SnapshotChunk>(&m);
             if (!ch || ch->request_id != b.req.request_id || state.size() + ch->data.size() > b.payload_bytes)
                 throw dist::ProtocolError("snapshot load: expected the next SNAPSHOT_CHUNK");
@@ -529,6 +542,7 @@ private:
     std::unique_ptr<model::Model> model_;
     std::shared_ptr<void> attached_;  // WorkerOptions::on_open
     std::unique_ptr<dist::Listener> listener_;
+    dist::HandshakeSlots handshakes_;
     std::string fatal_;
     std::mutex sessions_mu_;
     std::map<uint64_t, std::shared_ptr<Session>> sessions_;
@@ -539,7 +553,7 @@ private:
 
 int run_worker(const WorkerOptions& o) {
     if (const std::string why = dist_options_error(o.dist); !why.empty()) fail("{}", why);
-    dist::check_environment();
+    apply_dist_options(o.dist);
     Worker w(o);
     return w.run();
 }

@@ -13,16 +13,13 @@
 // Every process runs with a time limit and is killed at the end; ports are picked free.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +29,7 @@
 #include "model/model.h"
 #include "model/session.h"
 #include "pipeline/pipeline_model.h"
+#include "support/child_process.h"
 #include "support/tiny_model.h"
 #include "support/tool_run.h"
 
@@ -40,91 +38,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+using oracle::contains;
+using oracle::eventually;
+using oracle::Proc;
+using oracle::slurp;
 
 uint16_t free_port() {
     dist::Listener l("127.0.0.1", 0);
     return l.port();
-}
-
-// A child process with stdout and stderr in files; killed (SIGKILL) when destroyed.
-class Proc {
-public:
-    Proc(const std::vector<std::string>& argv, const std::string& out, const std::string& err)
-        : out_(out), err_(err) {
-        // Emptied before the child starts: a file of an earlier process by the same name must
-        // not be read as this one's.
-        for (const auto& f : {out, err}) ::close(::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
-        pid_ = fork();
-        if (pid_ < 0) fail("fork failed");
-        if (pid_ == 0) {
-            const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            dup2(o, 1);
-            dup2(e, 2);
-            std::vector<char*> a;
-            for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-            a.push_back(nullptr);
-            execv(a[0], a.data());
-            _exit(127);
-        }
-    }
-    ~Proc() { kill(SIGKILL); }
-    Proc(const Proc&) = delete;
-    Proc& operator=(const Proc&) = delete;
-
-    void kill(int sig) {
-        if (pid_ <= 0) return;
-        ::kill(pid_, sig);
-        if (sig == SIGKILL) {
-            int st;
-            waitpid(pid_, &st, 0);
-            pid_ = -1;
-        }
-    }
-    // The exit code, or -1 when it did not exit by itself within timeout_s (then it is killed).
-    int wait(double timeout_s) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-        while (pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
-            int st;
-            if (waitpid(pid_, &st, WNOHANG) == pid_) {
-                pid_ = -1;
-                return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-            }
-            std::this_thread::sleep_for(10ms);
-        }
-        kill(SIGKILL);
-        return -1;
-    }
-    bool running() {
-        int st;
-        if (pid_ > 0 && waitpid(pid_, &st, WNOHANG) == pid_) pid_ = -1;
-        return pid_ > 0;
-    }
-    std::string out() const { return slurp(out_); }
-    std::string err() const { return slurp(err_); }
-
-private:
-    pid_t pid_ = -1;
-    std::string out_, err_;
-};
-
-// Waits until `pred()` or timeout_s.
-template <class P>
-bool eventually(P pred, double timeout_s) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    while (std::chrono::steady_clock::now() < deadline) {
-        if (pred()) return true;
-        std::this_thread::sleep_for(20ms);
-    }
-    return pred();
 }
 
 class DistPipeline : public ::testing::Test {

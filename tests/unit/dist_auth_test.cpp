@@ -2,9 +2,12 @@
 // (src/dist/auth.h) over loopback TCP: keys are read and checked; the same key on both sides
 // authenticates and frames flow; different keys, a key on one side only, a reflected proof and
 // a proof for the other channel all fail with messages saying what happened, on both sides; a
-// bad frame closes the connection after an ERROR frame; connects retry while nobody listens.
+// bad frame closes the connection after an ERROR frame; connects retry while nobody listens;
+// a silent peer fails an awaited frame, a frame begun, and a handshake within the timeouts;
+// handshake slots are bounded.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -250,3 +253,102 @@ TEST(DistConnection, LoopbackAddresses) {
 }
 
 }  // namespace
+
+// The peer timeout T (--dist-timeout): an awaited frame that does not come fails after T with
+// TimeoutError and shuts the connection; without a limit the same wait is not cut short.
+TEST(DistConnection, ASilentPeerFailsTheAwaitedFrameAfterTheTimeout) {
+    Listener l("127.0.0.1", 0);
+    Socket c = connect_to("127.0.0.1", l.port());
+    Socket a = l.accept();  // accepted and then silent
+    Connection conn(std::move(c));
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        conn.recv(0.3);
+        ADD_FAILURE() << "a frame from a silent peer";
+    } catch (const TimeoutError& e) {
+        EXPECT_TRUE(contains(e.what(), "no answer from 127.0.0.1:")) << e.what();
+        EXPECT_TRUE(contains(e.what(), "for 0.3 s")) << e.what();
+    }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(took, 0.29);
+    EXPECT_LT(took, 3.0);
+    EXPECT_FALSE(conn.open());
+    // A frame that does come in time is read whole.
+    Socket c2 = connect_to("127.0.0.1", l.port());
+    Socket a2 = l.accept();
+    Connection sender(std::move(a2)), receiver(std::move(c2));
+    std::thread late([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        sender.send(encode(ErrorFrame{"late but in time"}));
+    });
+    const Frame f = receiver.recv(5);
+    late.join();
+    EXPECT_EQ(decode_error(f.payload).message, "late but in time");
+}
+
+// Without a key, an accepted connection must start its first frame within the handshake
+// timeout (min(T, 10 s)); with a key, each handshake message too.
+TEST(DistAuth, ASilentConnectionIsClosedAfterTheHandshakeTimeout) {
+    const double saved = peer_timeout();
+    set_peer_timeout(0.5);
+    EXPECT_DOUBLE_EQ(handshake_timeout(), 0.5);
+    for (const DistKey& key : {DistKey{}, kKeyA}) {
+        Listener l("127.0.0.1", 0);
+        Socket c = connect_to("127.0.0.1", l.port());
+        Socket a = l.accept();
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            authenticate_acceptor(a, key, Channel::data);
+            ADD_FAILURE() << "a silent connection got through";
+        } catch (const TransportError& e) {
+            EXPECT_TRUE(contains(e.what(), "timed out")) << e.what();
+        }
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        EXPECT_GE(took, 0.45) << key.enabled();
+        EXPECT_LT(took, 3.0) << key.enabled();
+    }
+    set_peer_timeout(0);
+    EXPECT_DOUBLE_EQ(handshake_timeout(), 10.0);  // never unbounded
+    set_peer_timeout(60);
+    EXPECT_DOUBLE_EQ(handshake_timeout(), 10.0);
+    set_peer_timeout(saved);
+}
+
+TEST(DistConnection, HandshakeSlotsAreBounded) {
+    HandshakeSlots slots(3);
+    bool first = false;
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(slots.try_acquire(&first));
+    EXPECT_FALSE(slots.try_acquire(&first));
+    EXPECT_TRUE(first);  // the first refusal of a burst is reported
+    EXPECT_FALSE(slots.try_acquire(&first));
+    EXPECT_FALSE(first);
+    EXPECT_EQ(slots.in_use(), 3);
+    slots.release();
+    EXPECT_TRUE(slots.try_acquire(&first));
+    EXPECT_FALSE(slots.try_acquire(&first));
+    EXPECT_TRUE(first);  // a new burst
+}
+
+// A peer that starts a frame and stalls is given up after the peer timeout, even by a read
+// that has no deadline of its own (one that waits for the next frame of an idle connection).
+TEST(DistConnection, AFrameThatStallsHalfWayFailsAfterThePeerTimeout) {
+    const double saved = peer_timeout();
+    set_peer_timeout(0.5);
+    Listener l("127.0.0.1", 0);
+    Socket c = connect_to("127.0.0.1", l.port());
+    Socket a = l.accept();
+    const auto frame = encode(ErrorFrame{"cut short"});
+    a.send_all(std::span<const uint8_t>(frame.data(), 6));  // the magic and half the type
+    Connection conn(std::move(c));
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        conn.recv();
+        ADD_FAILURE() << "a frame from 6 bytes";
+    } catch (const TimeoutError& e) {
+        EXPECT_TRUE(contains(e.what(), "stopped sending in the middle of a frame")) << e.what();
+    }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(took, 0.45);
+    EXPECT_LT(took, 3.0);
+    set_peer_timeout(saved);
+}
