@@ -244,11 +244,20 @@ TEST(ServerKvDisk, AFullFilesystemTurnsSavingOffAndServingGoesOn) {
     const std::string dir = fresh_dir("full");
     fs::create_directories(dir);
     const std::string log = dir + ".log";
+    // With DS4_TEST_SERVER_PIPELINE, the server is a coordinator; its workers run outside the
+    // mount namespace (the network is the same).
+    std::unique_ptr<PipelineWorkers> workers;
+    std::string coordinator;
+    if (const int n = pipeline_workers_from_env(); n > 0) {
+        workers = std::make_unique<PipelineWorkers>(tiny_model(), n);
+        for (const auto& a : workers->coordinator_args()) coordinator += " " + a;
+    }
     const std::string cmd = "unshare -rm sh -c 'mount -t tmpfs -o size=1m tmpfs " + dir + " && exec " +
                             oracle::binary("ds4-server") + " -m " + tiny_model() +
                             " -t 1 --port 0 --kv-disk-dir " + dir +
                             " --kv-cache-min-tokens 16 --kv-cache-boundary-align-tokens 16"
-                            " --kv-cache-boundary-trim-tokens 4 --kv-disk-space-mb 64' 2>" + log + " & echo $!";
+                            " --kv-cache-boundary-trim-tokens 4 --kv-disk-space-mb 64" + coordinator + "' 2>" + log +
+                            " & echo $!";
     FILE* p = popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     int pid = 0;
@@ -263,6 +272,11 @@ TEST(ServerKvDisk, AFullFilesystemTurnsSavingOffAndServingGoesOn) {
         if (std::regex_search(text, m, std::regex(R"(listening on (http://[0-9.]+:[0-9]+))"))) url = m[1];
     }
     ASSERT_FALSE(url.empty());
+    if (workers) {
+        std::ifstream f(log);
+        const std::string text((std::istreambuf_iterator<char>(f)), {});
+        ASSERT_NE(text.find("route complete"), std::string::npos) << text;
+    }
     // Each new conversation is checkpointed (about 0.6 MB each): the second or third fills it.
     for (int i = 0; i < 4; ++i) {
         const json req = chat({{"user", "Conversation " + std::to_string(i) + " about caches, long enough to store."}});
