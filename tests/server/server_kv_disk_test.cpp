@@ -363,6 +363,7 @@ TEST(ServerKvDisk, AKilledPipelineCoordinatorResumesFromDiskWithTheSameWorkers) 
     for (size_t at = 0; (at = wlog.find("registered with the coordinator", at)) != std::string::npos; ++at)
         ++registrations;
     EXPECT_EQ(registrations, 4u) << wlog;
+    fs::remove_all(dir);
 }
 
 }  // namespace
