@@ -20,6 +20,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -417,6 +419,67 @@ TEST(DistPipelineText, GreedyGenerationEqualsOneProcess) {
     ASSERT_EQ(c.wait(60), 0) << c.err() << w.err();
     EXPECT_FALSE(ref.out().empty());
     EXPECT_EQ(c.out(), ref.out());
+}
+
+// A coordinator restarted with a saved KV file (issue 24): the chat's /save on coordinator 0:1
+// with workers 2:3 and 4:output writes one whole-model state; the coordinator exits, a new one
+// registers the same (still running) workers, /loads the file and continues. Both replies equal
+// one process's doing the same (/save, exit, /load in a new process), the turn reuses the loaded
+// tokens, and no worker needed a replay (the load pushed each its part). (A reply cut by -n
+// leaves its last sampled token out of the saved conversation, so the continuation is compared
+// with a one-process save and load, not with one process's uninterrupted chat.)
+TEST(DistPipelineText, ARestartedCoordinatorContinuesFromASavedKvFile) {
+    oracle::TempDir dir;
+    const std::string m = dir.file("tiny_rv.gguf");
+    ASSERT_EQ(oracle::write_tiny_model(m, oracle::kTinyQ8Io).exit_code, 0);
+    auto script = [&](const std::string& name, const std::string& text) {
+        std::ofstream(dir.file(name)) << text;
+        return dir.file(name);
+    };
+    const std::vector<std::string> chat = {"-t", "1", "--ctx", "1024", "--temp", "0", "-n", "8", "--nothink"};
+    std::vector<std::string> one = {oracle::binary("ds4"), "-m", m};
+    one.insert(one.end(), chat.begin(), chat.end());
+    const std::string ref_kv = dir.file("ref.kv");
+    Proc ref1(one, dir.file("r1.out"), dir.file("r1.err"), script("r1.in", "Hello there\n/save " + ref_kv + "\n/quit\n"));
+    ASSERT_EQ(ref1.wait(60), 0) << ref1.err();
+    Proc ref2(one, dir.file("r2.out"), dir.file("r2.err"), script("r2.in", "/load " + ref_kv + "\nAnd then?\n/quit\n"));
+    ASSERT_EQ(ref2.wait(60), 0) << ref2.err();
+
+    const uint16_t port = free_port();
+    auto worker = [&](const std::string& name, const std::string& layers) {
+        return std::make_unique<Proc>(
+            std::vector<std::string>{oracle::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers",
+                                     layers, "--coordinator", "127.0.0.1", std::to_string(port), "--listen",
+                                     "127.0.0.1", "0", "--ctx", "1024"},
+            dir.file(name + ".out"), dir.file(name + ".err"));
+    };
+    auto w1 = worker("w1", "2:3");
+    auto w2 = worker("w2", "4:output");
+    std::vector<std::string> co = {oracle::binary("ds4"), "-m", m, "--role", "coordinator", "--layers", "0:1",
+                                   "--listen", "127.0.0.1", std::to_string(port), "--dist-route-timeout", "30"};
+    co.insert(co.end(), chat.begin(), chat.end());
+    const std::string saved = dir.file("conv.kv");
+    Proc first(co, dir.file("c1.out"), dir.file("c1.err"), script("c1.in", "Hello there\n/save " + saved + "\n/quit\n"));
+    ASSERT_EQ(first.wait(60), 0) << first.err() << w1->err() << w2->err();
+    ASSERT_TRUE(contains(first.err(), "saved ")) << first.err();
+    ASSERT_TRUE(w1->running() && w2->running()) << w1->err() << w2->err();
+
+    co.push_back("--debug");
+    Proc second(co, dir.file("c2.out"), dir.file("c2.err"), script("c2.in", "/load " + saved + "\nAnd then?\n/quit\n"));
+    ASSERT_EQ(second.wait(60), 0) << second.err() << w1->err() << w2->err();
+    const std::string err = second.err();
+    EXPECT_TRUE(contains(err, "route complete")) << err;
+    EXPECT_TRUE(contains(err, "loaded ")) << err;
+    EXPECT_FALSE(contains(err, "replaying")) << err;
+    // The first turn's tokens come from the file: the second turn prefills only its own.
+    std::smatch pf;
+    ASSERT_TRUE(std::regex_search(err, pf, std::regex("this turn prefilled ([0-9]+), reused ([0-9]+)"))) << err;
+    EXPECT_GT(std::stol(pf[2]), 10) << err;
+    EXPECT_FALSE(ref1.out().empty());
+    EXPECT_FALSE(ref2.out().empty());
+    EXPECT_EQ(first.out(), ref1.out());
+    EXPECT_EQ(second.out(), ref2.out());
+    EXPECT_TRUE(w1->running() && w2->running());
 }
 
 }  // namespace

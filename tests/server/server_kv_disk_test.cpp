@@ -1,8 +1,10 @@
 // ds4-server's disk KV cache (--kv-disk-dir): a restarted server resumes a conversation from disk
 // with the same completion as computing it; damaged, truncated and foreign files, kill -9 at
 // random moments and a full filesystem never change what is served; the budget holds; a
-// checkpoint whose text matches but whose markers do not is refused.
+// checkpoint whose text matches but whose markers do not is refused; a pipeline coordinator
+// killed and replaced (same workers) resumes from the checkpoints it wrote.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -242,11 +244,20 @@ TEST(ServerKvDisk, AFullFilesystemTurnsSavingOffAndServingGoesOn) {
     const std::string dir = fresh_dir("full");
     fs::create_directories(dir);
     const std::string log = dir + ".log";
+    // With DS4_TEST_SERVER_PIPELINE, the server is a coordinator; its workers run outside the
+    // mount namespace (the network is the same).
+    std::unique_ptr<PipelineWorkers> workers;
+    std::string coordinator;
+    if (const int n = pipeline_workers_from_env(); n > 0) {
+        workers = std::make_unique<PipelineWorkers>(tiny_model(), n);
+        for (const auto& a : workers->coordinator_args()) coordinator += " " + a;
+    }
     const std::string cmd = "unshare -rm sh -c 'mount -t tmpfs -o size=1m tmpfs " + dir + " && exec " +
                             oracle::binary("ds4-server") + " -m " + tiny_model() +
                             " -t 1 --port 0 --kv-disk-dir " + dir +
                             " --kv-cache-min-tokens 16 --kv-cache-boundary-align-tokens 16"
-                            " --kv-cache-boundary-trim-tokens 4 --kv-disk-space-mb 64' 2>" + log + " & echo $!";
+                            " --kv-cache-boundary-trim-tokens 4 --kv-disk-space-mb 64" + coordinator + "' 2>" + log +
+                            " & echo $!";
     FILE* p = popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     int pid = 0;
@@ -261,6 +272,11 @@ TEST(ServerKvDisk, AFullFilesystemTurnsSavingOffAndServingGoesOn) {
         if (std::regex_search(text, m, std::regex(R"(listening on (http://[0-9.]+:[0-9]+))"))) url = m[1];
     }
     ASSERT_FALSE(url.empty());
+    if (workers) {
+        std::ifstream f(log);
+        const std::string text((std::istreambuf_iterator<char>(f)), {});
+        ASSERT_NE(text.find("route complete"), std::string::npos) << text;
+    }
     // Each new conversation is checkpointed (about 0.6 MB each): the second or third fills it.
     for (int i = 0; i < 4; ++i) {
         const json req = chat({{"user", "Conversation " + std::to_string(i) + " about caches, long enough to store."}});
@@ -301,6 +317,53 @@ TEST(ServerKvDisk, EqualTextWithLookAlikeMarkersIsNotLoaded) {
     EXPECT_LT(a.cached, 20);
     const Answer cold = reference(fake);
     EXPECT_EQ(a.text, cold.text);
+}
+
+// Issue 24: ds4-server as a pipeline coordinator (layers 0:1, workers 2:3 and 4:output) writes
+// whole-model checkpoints while serving; killed with SIGKILL (no shutdown save) and replaced by
+// a new coordinator with the same workers and directory, it loads the checkpoint across the
+// route: the follow-up reuses the cached tokens, and its temperature-0 completion equals the
+// one an uninterrupted one-process server gives.
+TEST(ServerKvDisk, AKilledPipelineCoordinatorResumesFromDiskWithTheSameWorkers) {
+    const json first = Conversation().first;
+    json second;
+    Answer want_first, want;
+    {
+        ServerProcess one({}, nullptr, ServerProcess::Pipeline::off);
+        want_first = ask(one, first);
+        second = chat({{"user", "Hello there, how are you today? Tell me about caches."},
+                       {"assistant", want_first.text},
+                       {"user", "And what about the disk?"}});
+        want = ask(one, second);
+    }
+    ASSERT_FALSE(want.text.empty());
+    const std::string dir = fresh_dir("coordinator");
+    auto workers = std::make_shared<PipelineWorkers>(tiny_model(), 2);
+    {
+        ServerProcess s(kv_args(dir), nullptr, workers);
+        EXPECT_EQ(ask(s, first).text, want_first.text);
+        // The prompt's cold checkpoint is written by the time the reply is; wait in case.
+        for (int i = 0; i < 100 && metric(s, "ds4_kv_disk_stores_total") == 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        ASSERT_GE(metric(s, "ds4_kv_disk_stores_total"), 1u) << s.log();
+        s.terminate(5, SIGKILL);
+    }
+    ASSERT_FALSE(kv_files(dir).empty());
+    ASSERT_TRUE(workers->running()) << workers->log();
+    ServerProcess s(kv_args(dir), nullptr, workers);
+    const Answer got = ask(s, second);
+    EXPECT_EQ(got.text, want.text);
+    EXPECT_EQ(got.prompt, want.prompt);
+    EXPECT_GE(got.cached, 16) << s.log();  // --kv-cache-min-tokens
+    EXPECT_EQ(metric(s, "ds4_kv_disk_hits_total"), 1u);
+    // The same two worker processes served both coordinators: each registered twice.
+    ASSERT_TRUE(workers->running()) << workers->log();
+    const std::string wlog = workers->log();
+    size_t registrations = 0;
+    for (size_t at = 0; (at = wlog.find("registered with the coordinator", at)) != std::string::npos; ++at)
+        ++registrations;
+    EXPECT_EQ(registrations, 4u) << wlog;
+    fs::remove_all(dir);
 }
 
 }  // namespace

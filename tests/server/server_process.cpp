@@ -1,6 +1,7 @@
 #include "server_process.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +20,8 @@
 #include <thread>
 
 #include "common/error.h"
+#include "gguf/reader.h"
+#include "model/deepseek4/config.h"
 #include "support/tiny_model.h"
 #include "support/tool_run.h"
 
@@ -46,7 +49,116 @@ std::string scratch_dir() {
     return p.string();
 }
 
+// Starts argv[0] with argv, stdout to /dev/null and stderr to `log`.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+    const pid_t pid = fork();
+    if (pid < 0) fail("fork failed");
+    if (pid == 0) {
+        // dup2, not freopen: freopen would flush the parent's buffered stdout a second time.
+        const int e = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        const int o = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (e < 0 || o < 0 || ::dup2(e, 2) < 0 || ::dup2(o, 1) < 0) _exit(126);
+        std::vector<char*> cargv;
+        for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+        cargv.push_back(nullptr);
+        execv(cargv[0], cargv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+// A loopback port that was free a moment ago (bound to port 0, then closed).
+uint16_t free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) fail("socket: {}", std::strerror(errno));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        ::close(fd);
+        fail("cannot find a free port: {}", std::strerror(errno));
+    }
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+// The value after `flag` in args ("" when absent).
+std::string flag_value(const std::vector<std::string>& args, const std::string& flag) {
+    const auto it = std::find(args.begin(), args.end(), flag);
+    return it == args.end() || it + 1 == args.end() ? std::string() : *(it + 1);
+}
+
+// SIGTERM, up to timeout_s for the exit, then SIGKILL.
+void stop(pid_t pid, double timeout_s) {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (waitpid(pid, &status, WNOHANG) == pid) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+}
+
 }  // namespace
+
+int pipeline_workers_from_env() {
+    const char* v = std::getenv("DS4_TEST_SERVER_PIPELINE");
+    const std::string s = v ? v : "";
+    if (s.empty() || s == "0") return 0;
+    if (s == "1" || s == "2") return std::stoi(s);
+    fail("DS4_TEST_SERVER_PIPELINE={}: expected 0, 1 or 2 (workers)", s);
+}
+
+PipelineWorkers::PipelineWorkers(const std::string& model, int workers, const std::vector<std::string>& extra) {
+    const uint32_t n_layer = deepseek4::ModelConfig::from_gguf(*gguf::File::open(model)).n_layer;
+    const uint32_t parts = uint32_t(workers) + 1;
+    if (workers < 1 || n_layer < parts) fail("cannot split {} layers over {} processes", n_layer, parts);
+    // Process i holds layers [i * n / parts, (i + 1) * n / parts).
+    auto first = [&](uint32_t i) { return uint32_t(uint64_t(i) * n_layer / parts); };
+    dir_ = scratch_dir();
+    port_ = free_port();
+    coordinator_layers_ = fmt::format("0:{}", first(1) - 1);
+    for (uint32_t i = 1; i < parts; ++i) {
+        const std::string layers = i + 1 == parts ? fmt::format("{}:output", first(i))
+                                                  : fmt::format("{}:{}", first(i), first(i + 1) - 1);
+        std::vector<std::string> argv = {oracle::binary("ds4"), "-m", model, "-t", "1", "--role", "worker",
+                                         "--layers", layers, "--coordinator", "127.0.0.1", std::to_string(port_),
+                                         "--listen", "127.0.0.1", "0"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        pids_.push_back(spawn(argv, fmt::format("{}/worker{}.log", dir_, i)));
+    }
+}
+
+PipelineWorkers::~PipelineWorkers() {
+    for (const pid_t pid : pids_) stop(pid, 5);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+}
+
+std::vector<std::string> PipelineWorkers::coordinator_args() const {
+    return {"--role", "coordinator", "--layers", coordinator_layers_, "--listen", "127.0.0.1",
+            std::to_string(port_), "--dist-route-timeout", "30"};
+}
+
+bool PipelineWorkers::running() const {
+    for (const pid_t pid : pids_) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) != 0) return false;
+    }
+    return true;
+}
+
+std::string PipelineWorkers::log() const {
+    std::string out;
+    for (size_t i = 1; i <= pids_.size(); ++i)
+        out += fmt::format("--- worker {} ---\n{}", i, read_file(fmt::format("{}/worker{}.log", dir_, i)));
+    return out;
+}
 
 const std::string& tiny_model() {
     // ctest runs every test in its own process: generate the model once per build of the
@@ -69,10 +181,32 @@ const std::string& tiny_model() {
     return path;
 }
 
-ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json& forced) {
+ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json& forced, Pipeline pipeline) {
+    if (pipeline == Pipeline::from_env && std::find(args.begin(), args.end(), "--role") == args.end())
+        if (const int n = pipeline_workers_from_env(); n > 0) {
+            const std::string m = flag_value(args, "-m");
+            std::vector<std::string> extra;
+            if (std::find(args.begin(), args.end(), "--no-qat") != args.end()) extra.push_back("--no-qat");
+            workers_ = std::make_shared<PipelineWorkers>(m.empty() ? tiny_model() : m, n, extra);
+        }
+    start(std::move(args), forced);
+}
+
+ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json& forced,
+                             std::shared_ptr<PipelineWorkers> workers)
+    : workers_(std::move(workers)) {
+    if (!workers_) fail("ServerProcess: no workers given");
+    start(std::move(args), forced);
+}
+
+void ServerProcess::start(std::vector<std::string> args, const nlohmann::json& forced) {
     dir_ = scratch_dir();
     std::vector<std::string> argv = {oracle::binary("ds4-server"), "-t", "1"};
     if (std::find(args.begin(), args.end(), "-m") == args.end()) argv.insert(argv.end(), {"-m", tiny_model()});
+    if (workers_) {
+        const auto c = workers_->coordinator_args();
+        argv.insert(argv.end(), c.begin(), c.end());
+    }
     if (std::find(args.begin(), args.end(), "--port") == args.end()) argv.insert(argv.end(), {"--port", "0"});
     if (!forced.is_null()) {
         write_file(dir_ + "/forced.json", forced.dump());
@@ -99,16 +233,24 @@ ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json
         const std::string text = read_file(log);
         if (std::regex_search(text, m, listening)) {
             url_ = m[1];
+            // A coordinator listens only once its route is complete.
+            if (workers_ && text.find("route complete") == std::string::npos) {
+                stop(pid_, 0);
+                pid_ = -1;
+                fail("ds4-server listens without a complete route: {}", text);
+            }
             return;
         }
         int status;
         if (waitpid(pid_, &status, WNOHANG) == pid_) {
             pid_ = -1;
-            fail("ds4-server exited before listening: {}", text);
+            fail("ds4-server exited before listening: {}{}", text, workers_ ? "\n" + workers_->log() : "");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    fail("ds4-server did not start listening in 60 s: {}", read_file(log));
+    stop(pid_, 0);
+    pid_ = -1;
+    fail("ds4-server did not start listening in 60 s: {}{}", read_file(log), workers_ ? "\n" + workers_->log() : "");
 }
 
 int ServerProcess::port() const { return std::stoi(url_.substr(url_.rfind(':') + 1)); }

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,14 +17,53 @@ namespace ds4::servertest {
 // Path of the tiny model (ds4-gguf-gen --preset tiny --real-vocab), generated on first use.
 const std::string& tiny_model();
 
+// `ds4 --role worker` processes holding the later layers of a model on loopback, for a
+// ds4-server coordinator (docs/DISTRIBUTED.md). The layer count (from the file) is split evenly
+// over the coordinator and the workers: 6 layers with 2 workers are 0:1 here, 2:3 and 4:output.
+// The workers register with 127.0.0.1:port() and keep retrying while no coordinator listens
+// there, so a coordinator that is killed can be replaced by a new one with the same workers.
+class PipelineWorkers {
+public:
+    // `extra` goes to every worker (e.g. --no-qat, which must match the coordinator's).
+    PipelineWorkers(const std::string& model, int workers, const std::vector<std::string>& extra = {});
+    ~PipelineWorkers();  // SIGTERM, then SIGKILL if a worker does not exit within 5 s
+    PipelineWorkers(const PipelineWorkers&) = delete;
+    PipelineWorkers& operator=(const PipelineWorkers&) = delete;
+
+    // ds4-server's flags for the coordinator: --role coordinator --layers 0:K --listen
+    // 127.0.0.1 PORT --dist-route-timeout 30.
+    std::vector<std::string> coordinator_args() const;
+    // Whether every worker is still running (none exited or crashed).
+    bool running() const;
+    std::string log() const;  // every worker's stderr, each under a header line
+
+private:
+    std::string dir_;
+    uint16_t port_ = 0;
+    std::string coordinator_layers_;
+    std::vector<pid_t> pids_;
+};
+
+// DS4_TEST_SERVER_PIPELINE=N (N = 1 or 2; unset, empty or 0: off) runs every ServerProcess as
+// a pipeline coordinator with N workers (docs/SERVER.md "Tests"). Throws for other values.
+int pipeline_workers_from_env();
+
 class ServerProcess {
 public:
     // Starts ds4-server -m tiny_model() (unless `args` has -m) --port 0 (unless `args` has
     // --port) plus `args`;
     // `forced` (if not empty) is written to a file and passed as --test-force-output. Waits
     // for the listening line; throws ds4::Error with the server's log if it exits first.
-    explicit ServerProcess(std::vector<std::string> args = {}, const nlohmann::json& forced = nullptr);
-    ~ServerProcess();  // SIGTERM, then SIGKILL if it does not exit
+    // With DS4_TEST_SERVER_PIPELINE set (and no --role in `args`), the server is a pipeline
+    // coordinator: it starts its own workers for the same -m model (and --no-qat), which it
+    // stops when it is destroyed. Pipeline::off: one process whatever the environment says.
+    enum class Pipeline { from_env, off };
+    explicit ServerProcess(std::vector<std::string> args = {}, const nlohmann::json& forced = nullptr,
+                           Pipeline pipeline = Pipeline::from_env);
+    // The coordinator of `workers` (shared: they outlive this server when the caller keeps them).
+    ServerProcess(std::vector<std::string> args, const nlohmann::json& forced,
+                  std::shared_ptr<PipelineWorkers> workers);
+    ~ServerProcess();  // SIGTERM, then SIGKILL if it does not exit; then its own workers
     ServerProcess(const ServerProcess&) = delete;
     ServerProcess& operator=(const ServerProcess&) = delete;
 
@@ -33,11 +73,16 @@ public:
     int terminate(double timeout_s = 20, int sig = SIGTERM);
     std::string log() const;  // the server's stderr so far
     pid_t pid() const { return pid_; }
+    // The pipeline's workers (null when the server runs the whole model).
+    const std::shared_ptr<PipelineWorkers>& workers() const { return workers_; }
 
 private:
+    void start(std::vector<std::string> args, const nlohmann::json& forced);
+
     std::string dir_;
     std::string url_;
     pid_t pid_ = -1;
+    std::shared_ptr<PipelineWorkers> workers_;
 };
 
 struct HttpResult {

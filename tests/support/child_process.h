@@ -28,11 +28,12 @@ inline std::string slurp(const std::string& path) {
     return ss.str();
 }
 
-// A child process (argv[0] is a path, no PATH search) with stdout and stderr in files; killed
-// (SIGKILL) when destroyed.
+// A child process (argv[0] is a path, no PATH search) with stdout and stderr in files (stdin
+// from file `in` when given); killed (SIGKILL) when destroyed.
 class Proc {
 public:
-    Proc(const std::vector<std::string>& argv, const std::string& out, const std::string& err)
+    Proc(const std::vector<std::string>& argv, const std::string& out, const std::string& err,
+         const std::string& in = {})
         : out_(out), err_(err) {
         // Emptied before the child starts: a file of an earlier process by the same name must
         // not be read as this one's.
@@ -44,6 +45,11 @@ public:
             const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
             dup2(o, 1);
             dup2(e, 2);
+            if (!in.empty()) {
+                const int i = open(in.c_str(), O_RDONLY);
+                if (i < 0) _exit(126);
+                dup2(i, 0);
+            }
             std::vector<char*> a;
             for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
             a.push_back(nullptr);
