@@ -7,6 +7,7 @@
 #   bench/ssd_streaming.sh [--model FILE] [--layers N] [--budgets "4GB 8GB 16GB"] [--ctx N]
 #                          [--gen-tokens N] [--threads N] [--batch N] [--build DIR] [--jobs N]
 #                          [--out DIR] [--no-build] [--no-llama] [--warm] [--ds4-flags "..."]
+#                          [--compare-lookahead] [--probe-seconds N]
 #
 # Measured per engine / budget, from one walk with a single frontier (--ctx-start = --ctx-max =
 # --ctx, default 512): prefill t/s of the --ctx-token prompt and decode t/s of a greedy probe of
@@ -21,6 +22,14 @@
 # deepseek4 GGUF to reuse one; --budgets takes any --ssd-streaming-cache-experts values.
 # --no-llama skips llama.cpp (e.g. when the oracle is not installed).
 # --ds4-flags adds flags to every ds4 run, e.g. "--ssd-streaming-direct" (O_DIRECT reads).
+# --compare-lookahead runs each budget twice, with and without --ssd-streaming-no-lookahead.
+#
+# The disk bound: before the runs, a probe reads random 7 MiB ranges of the model file with
+# O_DIRECT, 4 at a time (the cache's default I/O threads) for --probe-seconds (default 10),
+# as the cache reads experts. From each decode probe's own counters (ds4-bench's "ssd streaming,
+# decode probe" line) the table gives the bytes read per decoded token, the time per token
+# spent waiting for reads and computing, and the decode speed the disk alone would allow
+# (probe GB/s / bytes per token): "x below the bound" is that speed over the measured one.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,8 +47,10 @@ build_first=1
 llama=1
 cold=(--ssd-streaming-cold)
 ds4_flags=()
+compare_la=0
+probe_seconds=10
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) model="$2"; shift ;;
@@ -56,12 +67,14 @@ while [[ $# -gt 0 ]]; do
     --no-llama) llama=0 ;;
     --warm) cold=() ;;
     --ds4-flags) read -r -a ds4_flags <<< "$2"; shift ;;
+    --compare-lookahead) compare_la=1 ;;
+    --probe-seconds) probe_seconds="$2"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "ssd_streaming.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-for v in "$layers" "$ctx" "$gen" "$threads" "$batch" "$jobs"; do
+for v in "$layers" "$ctx" "$gen" "$threads" "$batch" "$jobs" "$probe_seconds"; do
   [[ "$v" =~ ^[0-9]+$ && "$v" -gt 0 ]] || { echo "ssd_streaming.sh: '$v' is not a positive integer" >&2; exit 2; }
 done
 [[ -n "$budgets" ]] || { echo "ssd_streaming.sh: --budgets is empty" >&2; exit 2; }
@@ -130,15 +143,54 @@ drop_cache() {
 }
 common=(-m "$model" --token-ids "$out/ids.txt" --ctx-start "$ctx" --ctx-max "$ctx" --gen-tokens "$gen" --threads "$threads")
 
+# The disk's random-read rate for expert-sized O_DIRECT reads, 4 in flight.
+echo "== disk probe (${probe_seconds} s)" >&2
+drop_cache
+python3 - "$model" "$probe_seconds" > "$out/disk_probe.txt" <<'EOF2'
+import mmap, os, random, sys, threading, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+size, block, chunk = os.path.getsize(path), 4096, 7 << 20
+total = [0]
+lock = threading.Lock()
+end = time.monotonic() + seconds
+def reader(seed):
+    rng = random.Random(seed)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        fd = os.open(path, os.O_RDONLY)
+    buf = mmap.mmap(-1, chunk)  # page-aligned, as O_DIRECT wants
+    n = 0
+    while time.monotonic() < end:
+        off = rng.randrange(0, (size - chunk) // block) * block
+        n += os.preadv(fd, [buf], off)
+    os.close(fd)
+    with lock:
+        total[0] += n
+t0 = time.monotonic()
+ts = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(f"{total[0] / (time.monotonic() - t0) / 1e9:.3f}")
+EOF2
+echo "   $(cat "$out/disk_probe.txt") GB/s" >&2
+
+variants=("")
+[[ $compare_la == 1 ]] && variants=("" "--ssd-streaming-no-lookahead")
+runs=()
 for b in $budgets; do
-  echo "== ds4, --ssd-streaming-cache-experts $b" >&2
-  drop_cache
-  if ! "$bin/ds4-bench" "${common[@]}" --prefill-chunk "$batch" --ssd-streaming --ssd-streaming-cache-experts "$b" \
-       "${cold[@]}" "${ds4_flags[@]}" --csv "$out/ds4-$b.csv" > "$out/ds4-$b.log" 2>&1; then
-    echo "ssd_streaming.sh: ds4 failed at budget $b, see $out/ds4-$b.log:" >&2
-    tail -5 "$out/ds4-$b.log" >&2
-    exit 1
-  fi
+  for v in "${variants[@]}"; do
+    name="$b${v:+-nolookahead}"
+    runs+=("$name")
+    echo "== ds4, --ssd-streaming-cache-experts $b $v" >&2
+    drop_cache
+    if ! "$bin/ds4-bench" "${common[@]}" --prefill-chunk "$batch" --ssd-streaming --ssd-streaming-cache-experts "$b" \
+         "${cold[@]}" "${ds4_flags[@]}" $v --csv "$out/ds4-$name.csv" > "$out/ds4-$name.log" 2>&1; then
+      echo "ssd_streaming.sh: ds4 failed at budget $b, see $out/ds4-$name.log:" >&2
+      tail -5 "$out/ds4-$name.log" >&2
+      exit 1
+    fi
+  done
 done
 if [[ $llama == 1 ]]; then
   echo "== llama.cpp (mmap)" >&2
@@ -150,10 +202,11 @@ if [[ $llama == 1 ]]; then
   fi
 fi
 
-python3 - "$out" "$model" "$model_bytes" "$mem_bytes" "$ctx" "$gen" "$threads" "$llama" $budgets > "$out/summary.md" <<'EOF2'
+python3 - "$out" "$model" "$model_bytes" "$mem_bytes" "$ctx" "$gen" "$threads" "$llama" "${runs[@]}" > "$out/summary.md" <<'EOF2'
 import csv, re, sys
 out, model, model_bytes, mem_bytes, ctx, gen, threads, llama = sys.argv[1:9]
 budgets = sys.argv[9:]
+disk = float(open(f"{out}/disk_probe.txt").read())
 ctx, gen = int(ctx), int(gen)
 
 def row(path):
@@ -164,9 +217,11 @@ def row(path):
 ll = row(f"{out}/llama.csv") if llama == "1" else None
 gib = lambda b: f"{int(b) / 2**30:.1f} GiB"
 print(f"Model {model} ({gib(model_bytes)}; machine memory {gib(mem_bytes)}), {threads} threads, "
-      f"{ctx}-token prompt, decode probe of {gen} tokens, page cache dropped before each run.\n")
-print("| engine | cache | prefill t/s | decode t/s | decode vs llama.cpp | prefill vs llama.cpp | hit rate | disk bytes / token |")
-print("|---|---|---|---|---|---|---|---|")
+      f"{ctx}-token prompt, decode probe of {gen} tokens, page cache dropped before each run; "
+      f"disk probe (random 7 MiB O_DIRECT reads, 4 in flight): {disk:.2f} GB/s.\n")
+print("| engine | cache | prefill t/s | decode t/s | decode vs llama.cpp | prefill vs llama.cpp | hit rate | disk bytes / token "
+      "| decode: misses / token | decode: MB read / token | decode: s waiting / computing per token | disk-bound decode t/s | x below the bound |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for b in budgets:
     p, d = row(f"{out}/ds4-{b}.csv")
     log = open(f"{out}/ds4-{b}.log").read()
@@ -176,12 +231,23 @@ for b in budgets:
     # tokens evaluated: the prompt and the probe (ds4-bench's probe evaluates gen - 1 tokens
     # after the prompt's logits).
     per_tok = f"{int(st.group(2)) / (ctx + gen):.3g}" if st else "n/a"
-    cache = f"{b} ({eff.group(1)}, {eff.group(2)} experts)" if eff else b
+    name = b.replace("-nolookahead", "")
+    cache = f"{name} ({eff.group(1)}, {eff.group(2)} experts)" if eff else name
     rd = f"{d / ll[1]:.2f}" if ll and ll[1] > 0 else "n/a"
     rp = f"{p / ll[0]:.2f}" if ll and ll[0] > 0 else "n/a"
-    print(f"| ds4 --ssd-streaming | {cache} | {p:.2f} | {d:.2f} | {rd} | {rp} | {hit} | {per_tok} |")
+    dp = re.search(r"decode probe: \d+ tokens, ([0-9.]+) misses.*?\(([0-9.]+) forecast reads, ([0-9.]+) used\), "
+                   r"([0-9.]+) MB read per token.*?of which ([0-9.]+) s waiting for reads and ([0-9.]+) s computing", log)
+    if dp:
+        mb = float(dp.group(4))
+        bound = disk * 1e3 / mb if mb > 0 else float("inf")
+        dcols = (f"{dp.group(1)} (+{dp.group(2)} forecast, {dp.group(3)} used) | {mb:.0f} | {dp.group(5)} / {dp.group(6)} "
+                 f"| {bound:.2f} | {bound / d:.2f} |")
+    else:
+        dcols = "n/a | n/a | n/a | n/a | n/a |"
+    engine = "ds4 --ssd-streaming" + (" --ssd-streaming-no-lookahead" if b.endswith("-nolookahead") else "")
+    print(f"| {engine} | {cache} | {p:.2f} | {d:.2f} | {rd} | {rp} | {hit} | {per_tok} | {dcols}")
 if ll:
-    print(f"| llama.cpp (mmap) | page cache | {ll[0]:.2f} | {ll[1]:.2f} | 1.00 | 1.00 | n/a | n/a |")
+    print(f"| llama.cpp (mmap) | page cache | {ll[0]:.2f} | {ll[1]:.2f} | 1.00 | 1.00 | n/a | n/a | | | | | |")
 EOF2
 cat "$out/summary.md"
 echo "(logs and CSVs in $out)" >&2
