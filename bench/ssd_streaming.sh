@@ -24,7 +24,7 @@
 # --ds4-flags adds flags to every ds4 run, e.g. "--ssd-streaming-direct" (O_DIRECT reads).
 # --compare-lookahead runs each budget twice, with and without --ssd-streaming-no-lookahead.
 #
-# The disk bound: before the runs, a probe reads random 7 MiB ranges of the model file with
+# The disk bound: before each ds4 run, a probe reads random 7 MiB ranges of the model file with
 # O_DIRECT, 4 at a time (the cache's default I/O threads) for --probe-seconds (default 10),
 # as the cache reads experts. From each decode probe's own counters (ds4-bench's "ssd streaming,
 # decode probe" line) the table gives the bytes read per decoded token, the time per token
@@ -143,10 +143,11 @@ drop_cache() {
 }
 common=(-m "$model" --token-ids "$out/ids.txt" --ctx-start "$ctx" --ctx-max "$ctx" --gen-tokens "$gen" --threads "$threads")
 
-# The disk's random-read rate for expert-sized O_DIRECT reads, 4 in flight.
-echo "== disk probe (${probe_seconds} s)" >&2
-drop_cache
-python3 - "$model" "$probe_seconds" > "$out/disk_probe.txt" <<'EOF2'
+# The disk's random-read rate for expert-sized O_DIRECT reads, 4 in flight, just before each
+# ds4 run (a shared disk's rate drifts over minutes): disk_probe FILE.
+disk_probe() {
+  drop_cache
+  python3 - "$model" "$probe_seconds" > "$1" <<'EOF2'
 import mmap, os, random, sys, threading, time
 path, seconds = sys.argv[1], float(sys.argv[2])
 size, block, chunk = os.path.getsize(path), 4096, 7 << 20
@@ -173,7 +174,7 @@ for t in ts: t.start()
 for t in ts: t.join()
 print(f"{total[0] / (time.monotonic() - t0) / 1e9:.3f}")
 EOF2
-echo "   $(cat "$out/disk_probe.txt") GB/s" >&2
+}
 
 variants=("")
 [[ $compare_la == 1 ]] && variants=("" "--ssd-streaming-no-lookahead")
@@ -182,7 +183,8 @@ for b in $budgets; do
   for v in "${variants[@]}"; do
     name="$b${v:+-nolookahead}"
     runs+=("$name")
-    echo "== ds4, --ssd-streaming-cache-experts $b $v" >&2
+    disk_probe "$out/disk-$name.txt"
+    echo "== ds4, --ssd-streaming-cache-experts $b $v (disk probe: $(cat "$out/disk-$name.txt") GB/s)" >&2
     drop_cache
     if ! "$bin/ds4-bench" "${common[@]}" --prefill-chunk "$batch" --ssd-streaming --ssd-streaming-cache-experts "$b" \
          "${cold[@]}" "${ds4_flags[@]}" $v --csv "$out/ds4-$name.csv" > "$out/ds4-$name.log" 2>&1; then
@@ -206,7 +208,6 @@ python3 - "$out" "$model" "$model_bytes" "$mem_bytes" "$ctx" "$gen" "$threads" "
 import csv, re, sys
 out, model, model_bytes, mem_bytes, ctx, gen, threads, llama = sys.argv[1:9]
 budgets = sys.argv[9:]
-disk = float(open(f"{out}/disk_probe.txt").read())
 ctx, gen = int(ctx), int(gen)
 
 def row(path):
@@ -218,10 +219,10 @@ ll = row(f"{out}/llama.csv") if llama == "1" else None
 gib = lambda b: f"{int(b) / 2**30:.1f} GiB"
 print(f"Model {model} ({gib(model_bytes)}; machine memory {gib(mem_bytes)}), {threads} threads, "
       f"{ctx}-token prompt, decode probe of {gen} tokens, page cache dropped before each run; "
-      f"disk probe (random 7 MiB O_DIRECT reads, 4 in flight): {disk:.2f} GB/s.\n")
+      f"disk probe before each ds4 run: random 7 MiB O_DIRECT reads, 4 in flight.\n")
 print("| engine | cache | prefill t/s | decode t/s | decode vs llama.cpp | prefill vs llama.cpp | hit rate | disk bytes / token "
-      "| decode: misses / token | decode: MB read / token | decode: s waiting / computing per token | disk-bound decode t/s | x below the bound |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| decode: misses / token | decode: MB read / token | decode: s waiting / computing per token | disk probe GB/s | disk-bound decode t/s | x below the bound |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for b in budgets:
     p, d = row(f"{out}/ds4-{b}.csv")
     log = open(f"{out}/ds4-{b}.log").read()
@@ -237,17 +238,18 @@ for b in budgets:
     rp = f"{p / ll[0]:.2f}" if ll and ll[0] > 0 else "n/a"
     dp = re.search(r"decode probe: \d+ tokens, ([0-9.]+) misses.*?\(([0-9.]+) forecast reads, ([0-9.]+) used\), "
                    r"([0-9.]+) MB read per token.*?of which ([0-9.]+) s waiting for reads and ([0-9.]+) s computing", log)
+    disk = float(open(f"{out}/disk-{b}.txt").read())
     if dp:
         mb = float(dp.group(4))
         bound = disk * 1e3 / mb if mb > 0 else float("inf")
         dcols = (f"{dp.group(1)} (+{dp.group(2)} forecast, {dp.group(3)} used) | {mb:.0f} | {dp.group(5)} / {dp.group(6)} "
-                 f"| {bound:.2f} | {bound / d:.2f} |")
+                 f"| {disk:.2f} | {bound:.2f} | {bound / d:.2f} |")
     else:
-        dcols = "n/a | n/a | n/a | n/a | n/a |"
+        dcols = f"n/a | n/a | n/a | {disk:.2f} | n/a | n/a |"
     engine = "ds4 --ssd-streaming" + (" --ssd-streaming-no-lookahead" if b.endswith("-nolookahead") else "")
     print(f"| {engine} | {cache} | {p:.2f} | {d:.2f} | {rd} | {rp} | {hit} | {per_tok} | {dcols}")
 if ll:
-    print(f"| llama.cpp (mmap) | page cache | {ll[0]:.2f} | {ll[1]:.2f} | 1.00 | 1.00 | n/a | n/a | | | | | |")
+    print(f"| llama.cpp (mmap) | page cache | {ll[0]:.2f} | {ll[1]:.2f} | 1.00 | 1.00 | n/a | n/a | | | | | | |")
 EOF2
 cat "$out/summary.md"
 echo "(logs and CSVs in $out)" >&2

@@ -161,12 +161,18 @@ void ExpertCache::read_part(int64_t slot, uint32_t layer, int32_t e, size_t part
 }
 
 double ExpertCache::read_all(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses,
-                             std::vector<std::exception_ptr>& errors) {
+                             std::vector<std::exception_ptr>& errors, const std::atomic<bool>* skip,
+                             std::vector<uint8_t>* skipped) {
     const auto t0 = std::chrono::steady_clock::now();
     // One task per part (gate, up, down) of each expert: more reads in flight for the disk's
     // queue when a decode step misses only one or two experts.
     std::vector<std::exception_ptr> part_errors(misses.size() * 3);
+    std::vector<uint8_t> part_skipped(misses.size() * 3, 0);
     io_->run(int64_t(part_errors.size()), [&](int64_t i) {
+        if (skip && skip[i / 3].load(std::memory_order_relaxed)) {
+            part_skipped[size_t(i)] = 1;
+            return;
+        }
         try {
             read_part(misses[size_t(i / 3)].slot, layer, misses[size_t(i / 3)].expert, size_t(i % 3));
         } catch (...) {
@@ -176,7 +182,18 @@ double ExpertCache::read_all(uint32_t layer, const std::vector<SlotPolicy::Miss>
     errors.assign(misses.size(), nullptr);
     for (size_t i = 0; i < part_errors.size(); ++i)
         if (part_errors[i] && !errors[i / 3]) errors[i / 3] = part_errors[i];
+    if (skipped) {
+        skipped->assign(misses.size(), 0);
+        for (size_t i = 0; i < part_skipped.size(); ++i) (*skipped)[i / 3] |= part_skipped[i];
+    }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void ExpertCache::skip_unasked(uint32_t layer, std::span<const int32_t> experts) {
+    if (!ahead_.active || ahead_.layer != layer) return;
+    for (size_t i = 0; i < ahead_.misses.size(); ++i)
+        if (!std::binary_search(experts.begin(), experts.end(), ahead_.misses[i].expert))
+            ahead_.skip[i].store(true, std::memory_order_relaxed);
 }
 
 void ExpertCache::start_read_ahead(uint32_t layer) {
@@ -186,6 +203,7 @@ void ExpertCache::start_read_ahead(uint32_t layer) {
     if (missing.empty() || int64_t(missing.size()) > policy_.slots() - policy_.pinned()) return;
     ahead_.misses.clear();
     policy_.admit_held(layer, missing, ahead_.misses);
+    ahead_.forecast = false;
     start_background_read(layer);
 }
 
@@ -194,7 +212,11 @@ void ExpertCache::start_background_read(uint32_t layer) {
     for (const auto& m : ahead_.misses) stats_.evictions += m.evicted ? 1 : 0;
     stats_.max_occupied = std::max(stats_.max_occupied, policy_.occupied());
     ahead_.active = true;
-    ahead_.thread = std::thread([this] { ahead_.seconds = read_all(ahead_.layer, ahead_.misses, ahead_.errors); });
+    ahead_.skip = std::make_unique<std::atomic<bool>[]>(ahead_.misses.size());
+    for (size_t i = 0; i < ahead_.misses.size(); ++i) ahead_.skip[i].store(false);
+    ahead_.thread = std::thread([this] {
+        ahead_.seconds = read_all(ahead_.layer, ahead_.misses, ahead_.errors, ahead_.skip.get(), &ahead_.skipped);
+    });
 }
 
 void ExpertCache::hint(uint32_t layer, std::span<const int32_t> experts) {
@@ -214,7 +236,8 @@ void ExpertCache::hint(uint32_t layer, std::span<const int32_t> experts) {
     ahead_.misses.clear();
     policy_.admit_held(layer, missing, ahead_.misses);
     forecast_.read = missing;
-    stats_.hinted += missing.size();
+    stats_.hint_scheduled += missing.size();
+    ahead_.forecast = true;
     start_background_read(layer);
 }
 
@@ -239,11 +262,14 @@ void ExpertCache::finish_read_ahead() {
     stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.read_seconds += ahead_.seconds;
     for (size_t i = 0; i < ahead_.misses.size(); ++i) {
-        if (ahead_.errors[i]) {
-            policy_.drop(ahead_.misses[i].slot);  // read again (and reported) when asked for
+        if (ahead_.errors[i] || ahead_.skipped[i]) {
+            // Read again (and a failure reported) if it is ever asked for. A skipped expert's
+            // parts that were read are not counted.
+            policy_.drop(ahead_.misses[i].slot);
         } else {
             stats_.bytes_read += layout_.layers[ahead_.layer].expert_bytes();
             ++stats_.read_ahead;
+            if (ahead_.forecast) ++stats_.hinted;
         }
     }
     policy_.unhold_all();
@@ -273,6 +299,7 @@ void ExpertCache::fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& miss
 void ExpertCache::prepare(uint32_t layer, std::span<const int32_t> experts, std::span<const int32_t> rows) {
     if (layer >= layout_.layers.size() || !layout_.layers[layer].held)
         fail("expert cache: layer {} has no streamed experts", layer);
+    skip_unasked(layer, experts);
     finish_read_ahead();
     score_hint(layer, experts);
     // One group is prepared at a time: whatever the last one pinned is done (also when an

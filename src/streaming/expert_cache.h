@@ -22,6 +22,7 @@
 // layer and the expert; the slot is left free.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <cstdint>
@@ -50,6 +51,8 @@ struct CacheStats {
     uint64_t hits = 0, misses = 0, evictions = 0;  // of the experts prepare() was asked for
     uint64_t read_ahead = 0;      // experts read before they were asked for (then hits)
     uint64_t hinted = 0;          // of those, read on a decode forecast (hint)
+    uint64_t hint_scheduled = 0;  // forecast experts set to be read (the unasked ones whose reads
+                                  // had not started when prepare() came are skipped)
     uint64_t hint_used = 0;       // forecast reads the next prepare() asked for
     uint64_t bytes_read = 0;      // all reads: misses, read-ahead, preload
     double read_seconds = 0;      // wall time of the reads (overlapping compute for read-ahead)
@@ -115,8 +118,15 @@ private:
     void read_part(int64_t slot, uint32_t layer, int32_t e, size_t part);
     void fill(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses);
     // Reads misses[i] into their slots over the I/O pool; errors[i] is set per failed read.
+    // With `skip`: a part whose skip[i] is set before its read starts is not read, and
+    // skipped[i] says the expert is incomplete.
     double read_all(uint32_t layer, const std::vector<SlotPolicy::Miss>& misses,
-                    std::vector<std::exception_ptr>& errors);
+                    std::vector<std::exception_ptr>& errors, const std::atomic<bool>* skip = nullptr,
+                    std::vector<uint8_t>* skipped = nullptr);
+    // A background read for `layer` is running: its experts that `experts` (this prepare())
+    // does not ask for are not read if their reads have not started (a wrong forecast, an
+    // unused expert of a prompt's next layer), so prepare() waits only for useful bytes.
+    void skip_unasked(uint32_t layer, std::span<const int32_t> experts);
     void start_read_ahead(uint32_t layer);
     // Reads `misses` (already admitted as held) of `layer` on a background thread.
     void start_background_read(uint32_t layer);
@@ -148,6 +158,9 @@ private:
         uint32_t layer = 0;
         std::vector<SlotPolicy::Miss> misses;
         std::vector<std::exception_ptr> errors;
+        std::unique_ptr<std::atomic<bool>[]> skip;  // per miss, set by skip_unasked()
+        std::vector<uint8_t> skipped;                // per miss: not (wholly) read
+        bool forecast = false;                       // started by hint()
         double seconds = 0;
         std::thread thread;
     } ahead_;

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -480,6 +481,67 @@ TEST(DistPipelineText, ARestartedCoordinatorContinuesFromASavedKvFile) {
     EXPECT_EQ(first.out(), ref1.out());
     EXPECT_EQ(second.out(), ref2.out());
     EXPECT_TRUE(w1->running() && w2->running());
+}
+
+// Ctrl+C drains: SIGINT to an interactive coordinator in the middle of a reply stops the reply
+// after the token in flight (its WORK finishes on every hop), so the route's states still match
+// the coordinator's transcript: the next turn reuses the whole conversation and no worker needs
+// a replay.
+TEST(DistPipelineText, CtrlCInAReplyFinishesTheTokenInFlightAndTheNextTurnNeedsNoReplay) {
+    oracle::TempDir dir;
+    const std::string m = dir.file("tiny_rv.gguf");
+    ASSERT_EQ(oracle::write_tiny_model(m, oracle::kTinyQ8Io).exit_code, 0);
+    const uint16_t port = free_port();
+    auto worker = [&](const std::string& name, const std::string& layers) {
+        return std::make_unique<Proc>(
+            std::vector<std::string>{oracle::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers",
+                                     layers, "--coordinator", "127.0.0.1", std::to_string(port), "--listen",
+                                     "127.0.0.1", "0", "--ctx", "4096", "--debug"},
+            dir.file(name + ".out"), dir.file(name + ".err"));
+    };
+    auto w1 = worker("w1", "2:3");
+    auto w2 = worker("w2", "4:output");
+    // A fifo for stdin: the second message is written only after the interrupt.
+    const std::string in = dir.file("in.fifo");
+    ASSERT_EQ(mkfifo(in.c_str(), 0600), 0);
+    Proc co({oracle::binary("ds4"), "-m", m, "--role", "coordinator", "--layers", "0:1", "--listen", "127.0.0.1",
+             std::to_string(port), "--dist-route-timeout", "30", "-t", "1", "--ctx", "4096", "--temp", "0", "-n",
+             "3000", "--nothink", "--debug"},
+            dir.file("c.out"), dir.file("c.err"), in);
+    std::ofstream feed(in);  // opens once the child has opened its end
+    feed << "Tell me a long story\n" << std::flush;
+    // Interrupt once the reply has started (and is far from its 3000-token limit).
+    ASSERT_TRUE(eventually([&] { return co.out().size() > 40; }, 60)) << co.err() << w1->err() << w2->err();
+    co.kill(SIGINT);
+    ASSERT_TRUE(eventually([&] { return contains(co.err(), "[stopped]"); }, 30)) << co.err();
+    // The second turn is stopped the same way (its 3000 tokens would take a while).
+    const size_t before = co.out().size();
+    feed << "And then?\n" << std::flush;
+    ASSERT_TRUE(eventually([&] { return co.out().size() > before + 40; }, 60)) << co.err();
+    co.kill(SIGINT);
+    auto stops = [&] {
+        const std::string e = co.err();
+        size_t n = 0;
+        for (size_t at = e.find("context: "); at != std::string::npos; at = e.find("context: ", at + 1)) ++n;
+        return n;
+    };
+    ASSERT_TRUE(eventually([&] { return stops() == 2; }, 30)) << co.err();
+    feed << "/quit\n" << std::flush;
+    feed.close();
+    ASSERT_EQ(co.wait(60), 0) << co.err() << w1->err() << w2->err();
+    const std::string err = co.err();
+    EXPECT_FALSE(contains(err, "replaying")) << err;
+    EXPECT_FALSE(contains(err, "route incomplete")) << err;
+    // The second turn prefilled only its own tokens: everything before was reused.
+    std::smatch pf;
+    const std::regex turn("this turn prefilled ([0-9]+), reused ([0-9]+)");
+    std::vector<std::pair<long, long>> turns;
+    for (auto it = std::sregex_iterator(err.begin(), err.end(), turn); it != std::sregex_iterator(); ++it)
+        turns.push_back({std::stol((*it)[1]), std::stol((*it)[2])});
+    ASSERT_EQ(turns.size(), 2u) << err;
+    EXPECT_GT(turns[1].second, turns[0].first) << err;
+    EXPECT_LT(turns[1].first, 30) << err;
+    EXPECT_TRUE(w1->running() && w2->running()) << w1->err() << w2->err();
 }
 
 }  // namespace
