@@ -199,7 +199,9 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
         const bool first = g0 == 0;  // the shared expert runs with the first group
         source.prepare(uint32_t(w.index), in_group, std::span<const int32_t>(used_rows.data() + g0, g1 - g0));
         for (int32_t e : in_group) ew[size_t(e)] = source.expert(uint32_t(w.index), e);
-        if (first && source.wants_hints()) hint_next_layer(ctx, w, v, source);
+        // (Not when the layer runs in groups: the forecast's reads would take the slots the
+        // next group needs.)
+        if (first && used.size() <= group && source.wants_hints()) hint_next_layer(ctx, w, v, source);
 
         // Gate and up of the group's experts (and of the shared expert), one parallel region.
         jobs.clear();
