@@ -196,12 +196,8 @@ protected:
 
     // One process's logits at every position and 8 greedy ids after them.
     std::string reference(const std::string& prefill_chunk) {
-        const std::string name = "ref" + prefill_chunk;
-        Proc p({oracle::binary("ds4"), "-m", model_, "-t", "1", "--token-ids", ids_, "--dump-logits-f32",
-                file(name + ".f32"), "-n", "8", "--prefill-chunk", prefill_chunk},
-               file(name + ".out"), file(name + ".err"));
-        EXPECT_EQ(p.wait(60), 0) << p.err();
-        return p.out();
+        return oracle::one_process_reference(oracle::binary("ds4"), model_, ids_, file("ref" + prefill_chunk),
+                                             prefill_chunk);
     }
 
     // The coordinator (layers coord_layers) in namespace c and one worker per entry of

@@ -97,11 +97,7 @@ protected:
     }
     // The single-process reference: logits of every position and 8 greedy ids after them.
     std::string reference(const std::string& name, const std::string& prefill_chunk) {
-        Proc p({oracle::binary("ds4"), "-m", model_, "-t", "1", "--token-ids", ids_, "--dump-logits-f32",
-                file(name + ".f32"), "-n", "8", "--prefill-chunk", prefill_chunk},
-               file(name + ".out"), file(name + ".err"));
-        EXPECT_EQ(p.wait(60), 0) << p.err();
-        return p.out();
+        return oracle::one_process_reference(oracle::binary("ds4"), model_, ids_, file(name), prefill_chunk);
     }
     // Runs the coordinator over ids_ and checks its dump and greedy ids against the reference.
     void expect_same_as_one_process(const std::vector<std::string>& worker_layers, const std::string& coord_layers,

@@ -111,4 +111,17 @@ bool eventually(P pred, double timeout_s) {
     return pred();
 }
 
+// The single-process reference of the pipeline tests: `ds4 -m model -t 1 --token-ids ids
+// --dump-logits-f32 BASE.f32 -n 8 --prefill-chunk chunk` (logits of every position, then 8
+// greedy ids; its output in BASE.out / BASE.err); returns its stdout (the ids' text). Throws
+// ds4::Error when it fails. `ds4` is the binary's path.
+inline std::string one_process_reference(const std::string& ds4, const std::string& model, const std::string& ids,
+                                         const std::string& base, const std::string& prefill_chunk) {
+    Proc p({ds4, "-m", model, "-t", "1", "--token-ids", ids, "--dump-logits-f32", base + ".f32", "-n", "8",
+            "--prefill-chunk", prefill_chunk},
+           base + ".out", base + ".err");
+    if (p.wait(60) != 0) fail("the one-process reference failed: {}", p.err());
+    return p.out();
+}
+
 }  // namespace ds4::oracle
