@@ -317,8 +317,20 @@ void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
     } catch (const Error& e) {
         EXPECT_TRUE(contains(e.what(), "route incomplete")) << e.what();
     }
-    auto w2 = worker("w2", "3:output", port, {"-c", "256"});
+    // Until the coordinator has read the dead worker's control connection end, its route
+    // still names that worker (and wait_for_route below would return it at once).
     auto& coord = static_cast<pipeline::PipelineModel&>(*pm).coordinator();
+    ASSERT_TRUE(eventually(
+        [&] {
+            try {
+                coord.route();
+                return false;
+            } catch (const Error&) {
+                return true;
+            }
+        },
+        30));
+    auto w2 = worker("w2", "3:output", port, {"-c", "256"});
     coord.wait_for_route(30);
     s.truncate(40);  // what the failed call left is dropped
     s.eval(rest, &got);
