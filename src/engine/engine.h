@@ -1,5 +1,7 @@
-// One live timeline over a loaded model, as the CLI's chat loop and the server drive it
-// (spec/PRODUCT.md §3.1 "Session API"): sync() makes the session hold a given token sequence,
+// One live timeline over a loaded model, as the CLI's chat loop drives it (spec/PRODUCT.md §3.1
+// "Session API"), on a Generator (engine/generator.h) that it evaluates alone; the server's
+// scheduler drives many generators in one batch instead. sync() makes the session hold a given
+// token sequence,
 // reusing the longest common prefix it already holds and evaluating only the rest; generate()
 // samples, reports and evaluates tokens until a stop. Not thread-safe: one caller at a time.
 //
@@ -19,8 +21,8 @@
 #include <span>
 #include <vector>
 
+#include "engine/generator.h"
 #include "model/session.h"
-#include "sampling/sampler.h"
 
 namespace ds4::tokenizer {
 class Tokenizer;
@@ -36,25 +38,6 @@ struct SyncResult {
     int64_t evaluated = 0;  // positions evaluated now
     double seconds = 0;     // time spent evaluating
     bool cancelled = false; // stopped between chunks; the session holds a prefix of the prompt
-};
-
-enum class StopReason {
-    Eos,          // the model produced end-of-sentence (not reported to on_token)
-    Length,       // max_tokens emitted
-    ContextFull,  // no room for another position
-    Cancelled,    // *cancel became true
-    Caller,       // on_token returned false
-    ForcedEnd,    // the forced sequence was used up (test hook)
-};
-const char* to_string(StopReason r);
-
-struct GenerateOptions {
-    sampling::SamplerParams sampling{};
-    int64_t max_tokens = INT64_MAX;
-    const std::atomic<bool>* cancel = nullptr;
-    // Test hook: emit exactly these ids instead of sampling (then stop with ForcedEnd); the
-    // model still evaluates them, so timings and the KV state are real.
-    const std::vector<int32_t>* forced = nullptr;
 };
 
 struct GenerateResult {
@@ -78,6 +61,8 @@ public:
     // Samples from the ready logits, reports each id to on_token (return false to stop after
     // it), evaluates it and samples again, until a StopReason. Requires a sync() first.
     GenerateResult generate(const GenerateOptions& opt, const std::function<bool(int32_t)>& on_token);
+    // What the last sync() and generate() did (drafted and accepted tokens included).
+    const GeneratorUsage& usage() const { return gen_.usage(); }
 
     // The positions the session holds, and its context size.
     int64_t pos() const { return session_.pos(); }
@@ -95,11 +80,12 @@ public:
     const tokenizer::Tokenizer& tokenizer() const { return tok_; }
 
 private:
+    void eval(const Generator::Rows& rows);
+
     model::Model& model_;
     const tokenizer::Tokenizer& tok_;
     model::Session session_;
-    std::vector<float> logits_;  // next-token logits after the session's last position...
-    int64_t logits_pos_ = -1;    // ...when pos() == logits_pos_ (-1: none)
+    Generator gen_;
 };
 
 }  // namespace ds4::engine

@@ -28,7 +28,11 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, Sched
     if (opt_.quantum < 1) ds4::fail("--mixed-prefill-quantum {} must be at least 1", opt_.quantum);
     if (opt_.session.prefill_chunk < 1) ds4::fail("prefill chunk {} must be positive", opt_.session.prefill_chunk);
     slots_.resize(size_t(opt_.parallel));
-    for (auto& s : slots_) s.seq = model_.new_sequence(opt_.session.sequence());
+    for (auto& s : slots_) {
+        s.seq = model_.new_sequence(opt_.session.sequence());
+        s.gen = std::make_unique<engine::Generator>(
+            *s.seq, engine::GeneratorConfig{.n_vocab = model_.info().n_vocab, .eos = tok_.special().eos});
+    }
     running_.resize(slots_.size());
     metrics_.slots = int64_t(slots_.size());
     if (!opt_.kv.dir.empty()) {
@@ -134,7 +138,7 @@ void Scheduler::admit_locked() {
         ++busy_;
         s.job = std::move(job);
         ++metrics_.active;
-        s.gen = std::make_unique<Generation>(*s.job, tok_, metrics_);
+        s.out = std::make_unique<Generation>(*s.job, tok_, metrics_);
         s.fresh = true;  // start() runs outside the lock: it may read or write the disk cache
     }
 }
@@ -144,43 +148,31 @@ void Scheduler::admit_locked() {
 void Scheduler::start(Slot& s) {
     Job& job = *s.job;
     s.admitted = clock_type::now();
-    s.sampler.emplace(job.request.sampling);
-    s.forced_at = 0;
-    s.pending = -1;
     s.store_at = 0;
     const bool continues = s.seq->pos() > 0 && s.seq->common_prefix(job.prompt) >= s.last_prompt;
     if (!continues) s.tool_ids.clear();
     for (const auto& m : job.request.messages)
         for (const auto& c : m.tool_calls)
             if (!c.id.empty()) s.tool_ids.push_back(c.id);
-    int64_t keep = s.seq->common_prefix(job.prompt);
+    const int64_t keep = s.seq->common_prefix(job.prompt);
     if (disk_ && keep + 1 < int64_t(job.prompt.size())) {
         // The conversation the slot holds goes unless the request continues it: saved first.
         if (!continues) save(s, kvcache::SaveReason::evict);
-        keep = load_from_disk(s, keep);
+        load_from_disk(s, keep);
     }
-    const std::vector<int32_t>& prompt = job.prompt;
-    const int64_t n = int64_t(prompt.size());
-    if (!(keep == n && s.seq->pos() == n && s.logits_ready)) {
-        keep = std::min(keep, n - 1);
-        s.logits_ready = false;
-        if (keep < s.seq->pos()) {
-            ++s.version;
-            if (s.seq->can_rewind(keep)) {
-                s.seq->rewind(keep);
-            } else {
-                // Too far back for the rings: the prefix is evaluated again with the prompt,
-                // in steps like any prefill, rather than stalling every other slot.
-                s.seq->clear();
-                keep = 0;
-            }
-        }
-    }
-    s.usage = Usage{.prompt = n, .cached = keep, .written = n - keep};
+    const int64_t held = s.seq->pos();
+    const int64_t kept = s.gen->set_prompt(job.prompt);
+    if (kept < held) ++s.version;
+    s.gen->begin({.sampling = job.request.sampling,
+                  .max_tokens = job.max_tokens,
+                  .cancel = &job.channel->cancel,
+                  .forced = job.forced ? &*job.forced : nullptr});
+    const int64_t n = int64_t(job.prompt.size());
+    s.usage = Usage{.prompt = n, .cached = kept, .written = n - kept};
     s.last_prompt = n;
     if (disk_) {
-        const int64_t at = cold_store_point(prompt, opt_.kv.policy, tok_.special());
-        if (at > keep && at < n) s.store_at = at;
+        const int64_t at = cold_store_point(job.prompt, opt_.kv.policy, tok_.special());
+        if (at > kept && at < n) s.store_at = at;
     }
 }
 
@@ -207,7 +199,7 @@ int64_t Scheduler::load_from_disk(Slot& s, int64_t keep) {
         return keep;
     }
     ++s.version;
-    s.logits_ready = false;
+    s.gen->reset();
     const std::vector<int32_t>& cached = s.seq->tokens();
     auto drop = [&](const std::string& why) {
         refuse(why);
@@ -223,8 +215,7 @@ int64_t Scheduler::load_from_disk(Slot& s, int64_t keep) {
     const auto rest = chat::tokenize_prompt(tok_, rendered_suffix(job.rendered, text_bytes));
     prompt.insert(prompt.end(), rest.begin(), rest.end());
     if (int64_t(prompt.size()) >= ctx) return drop("the prompt it leaves does not fit");
-    s.logits = std::move(logits);
-    s.logits_ready = !s.logits.empty();
+    s.gen->set_logits(std::move(logits));
     s.saved_version = s.version;  // the disk holds exactly this
     // The tool calls it knew, for exact replay of the calls this conversation made.
     if (tool_memory_)
@@ -243,8 +234,7 @@ void Scheduler::save(Slot& s, kvcache::SaveReason reason) {
     const auto t0 = clock_type::now();
     try {
         const std::string text = tok_.decode(toks);
-        const auto payload = model_.save_state(*s.seq, s.logits_ready ? std::span<const float>(s.logits)
-                                                                      : std::span<const float>());
+        const auto payload = model_.save_state(*s.seq, s.gen->ready_logits());
         kvcache::ToolMap tools;
         if (tool_memory_)
             for (auto& [id, block] : tool_memory_->entries_for(s.tool_ids))
@@ -262,9 +252,7 @@ void Scheduler::save(Slot& s, kvcache::SaveReason reason) {
 
 void Scheduler::release(Slot& s) {
     s.job.reset();
-    s.gen.reset();
-    s.sampler.reset();
-    s.pending = -1;
+    s.out.reset();
     s.last_used = steps_;
     for (size_t i = 0; i < slots_.size(); ++i)
         if (&slots_[i] == &s) {
@@ -276,130 +264,110 @@ void Scheduler::release(Slot& s) {
 }
 
 void Scheduler::end(Slot& s, engine::StopReason reason) {
-    s.gen->finish(reason);
+    s.out->finish(reason);
     for (auto& id : s.job->writer->tool_ids()) s.tool_ids.push_back(id);
     release(s);
 }
 
 void Scheduler::fail(Slot& s, const std::string& message, int status) {
-    s.gen->fail(message, status);
+    s.out->fail(message, status);
     release(s);
 }
 
-// The generation loop of one slot whose logits are ready (engine::Engine::generate's order:
-// limit, cancel, sample, EOS, report, limit, room).
+// A slot whose logits are ready: its generator samples (verifying drafts), reports each token
+// to the request's output and either leaves a token pending or stops.
 void Scheduler::after_logits(Slot& s) {
-    Job& job = *s.job;
-    const int64_t emitted = s.gen->emitted();
-    if (emitted >= job.max_tokens) return end(s, engine::StopReason::Length);
-    if (job.channel->cancel) return end(s, engine::StopReason::Cancelled);
-    int32_t id;
-    if (job.forced) {
-        if (s.forced_at == job.forced->size()) return end(s, engine::StopReason::ForcedEnd);
-        id = (*job.forced)[s.forced_at++];
-    } else {
-        id = s.sampler->sample(std::span<const float>(s.logits.data(), s.logits.size()));
+    if (const auto stop = s.gen->advance([&](int32_t id) { return s.out->token(id); })) end(s, *stop);
+}
+
+void Scheduler::restart(Slot& s) {
+    s.seq->clear();
+    s.gen->reset();
+    ++s.version;
+}
+
+engine::Generator::Rows Scheduler::rows_for(Slot& s, bool decoding) {
+    int64_t limit = INT64_MAX;
+    if (!s.gen->decoding()) {
+        // Checkpoints cut the prompt: the piece ends exactly where one is due.
+        const int64_t pos = s.seq->pos();
+        if (s.store_at > pos) limit = s.store_at;
+        if (disk_)
+            if (const int64_t f = next_frontier(pos, opt_.kv.policy); f > 0) limit = std::min(limit, f);
     }
-    if (id == tok_.special().eos) return end(s, engine::StopReason::Eos);
-    if (!s.gen->token(id)) return end(s, engine::StopReason::Caller);
-    if (s.gen->emitted() >= job.max_tokens) return end(s, engine::StopReason::Length);
-    // The emitted token needs a position, and the one after it room to be emitted.
-    if (s.seq->pos() + 1 >= s.seq->options().ctx) return end(s, engine::StopReason::ContextFull);
-    s.pending = id;
+    return s.gen->next(decoding ? opt_.quantum : opt_.session.prefill_chunk, limit);
+}
+
+// After the batch: checkpoints due at this position, then the next token.
+void Scheduler::after_eval(Slot& s, bool decoded, bool with_logits) {
+    if (!with_logits) return;
+    if (disk_) {
+        const int64_t pos = s.seq->pos();
+        if (!decoded && pos == s.store_at) {
+            save(s, kvcache::SaveReason::cold);
+            s.store_at = 0;
+        } else if (continued_step(opt_.kv.policy) > 0 && pos % continued_step(opt_.kv.policy) == 0 &&
+                   !s.out->in_tool_block()) {
+            save(s, kvcache::SaveReason::continued);
+        }
+    }
+    if (!decoded && !s.gen->ready()) return;  // a checkpoint inside the prompt, not its end
+    if (!s.out->started()) s.out->begin(s.usage, seconds_since(s.admitted));
+    after_logits(s);
 }
 
 bool Scheduler::step() {
-    const size_t V = model_.info().n_vocab;
     // Cancelled slots end first (a client that left, a timeout, shutdown).
     for (auto& s : slots_) {
         if (!s.job || !s.job->channel->cancel) continue;
-        if (s.gen->started()) end(s, engine::StopReason::Cancelled);
+        if (s.out->started()) end(s, engine::StopReason::Cancelled);
         else fail(s, s.job->channel->cancel_reason() + (s.seq->pos() > 0 ? " during prefill" : ""),
                   s.job->channel->cancel_status());
     }
     // Slots whose prompt is already held with its logits start generating at once.
     for (auto& s : slots_)
-        if (s.job && !s.gen->started() && s.logits_ready && s.seq->pos() == int64_t(s.job->prompt.size())) {
-            s.gen->begin(s.usage, seconds_since(s.admitted));
+        if (s.job && !s.out->started() && s.gen->ready()) {
+            s.out->begin(s.usage, seconds_since(s.admitted));
             after_logits(s);
         }
 
     bool decoding = false;
-    for (const auto& s : slots_) decoding = decoding || (s.job && s.pending >= 0);
+    for (const auto& s : slots_) decoding = decoding || (s.job && s.gen->decoding());
     std::vector<model::BatchItem> items;
     std::vector<Slot*> owners;
     for (auto& s : slots_) {
         if (!s.job) continue;
-        model::BatchItem it;
-        it.seq = s.seq.get();
-        if (s.pending >= 0) {
-            it.tokens = std::span<const int32_t>(&s.pending, 1);
-        } else {
-            const auto& prompt = s.job->prompt;
-            const int64_t pos = s.seq->pos(), n = int64_t(prompt.size());
-            // Checkpoints cut the prompt: the piece ends exactly where one is due.
-            int64_t limit = n;
-            if (s.store_at > pos) limit = std::min(limit, s.store_at);
-            if (disk_)
-                if (const int64_t f = next_frontier(pos, opt_.kv.policy); f > 0) limit = std::min(limit, f);
-            const int64_t len = std::min(decoding ? opt_.quantum : opt_.session.prefill_chunk, limit - pos);
-            it.tokens = std::span<const int32_t>(prompt.data() + pos, size_t(len));
-            if (pos + len < limit) {
-                it.want = model::Logits::None;
-                items.push_back(it);
-                owners.push_back(&s);
-                continue;
-            }
-        }
-        s.logits.resize(V);
-        it.want = model::Logits::Last;
-        it.logits = s.logits.data();
-        items.push_back(it);
+        const engine::Generator::Rows rows = rows_for(s, decoding);
+        if (rows.tokens.empty()) continue;
+        items.push_back({s.seq.get(), rows.tokens, rows.want, rows.logits});
         owners.push_back(&s);
     }
     if (items.empty()) return false;
 
     for (Slot* s : owners)
-        if (s->pending < 0) s->gen->prefill_progress();
+        if (!s->gen->decoding()) s->out->prefill_progress();
     try {
         model_.eval(model::Batch(items.data(), items.size()));
     } catch (const std::exception& e) {
         // Model::eval checks before changing anything, and every item was checked here; an
         // error now (memory) fails this step's requests, whose slots start over.
         for (Slot* s : owners) {
-            s->seq->clear();
-            ++s->version;
-            s->logits_ready = false;
+            restart(*s);
             fail(*s, std::string("evaluation failed: ") + e.what(), 500);
         }
         return true;
     }
     ++steps_;
-    for (Slot* s : owners) ++s->version;
     ++metrics_.batch_steps;
     metrics_.batch_rows += uint64_t(model::batch_rows(model::Batch(items.data(), items.size())));
     metrics_.batch_sequences += items.size();
     metrics_.last_batch_sequences = int64_t(items.size());
-
     for (size_t i = 0; i < items.size(); ++i) {
         Slot& s = *owners[i];
-        const bool decoded = s.pending >= 0;
-        s.pending = -1;
-        s.logits_ready = items[i].want != model::Logits::None;
-        if (!s.logits_ready) continue;
-        if (disk_) {
-            const int64_t pos = s.seq->pos();
-            if (!decoded && pos == s.store_at) {
-                save(s, kvcache::SaveReason::cold);
-                s.store_at = 0;
-            } else if (continued_step(opt_.kv.policy) > 0 && pos % continued_step(opt_.kv.policy) == 0 &&
-                       !s.gen->in_tool_block()) {
-                save(s, kvcache::SaveReason::continued);
-            }
-            if (!decoded && pos < int64_t(s.job->prompt.size())) continue;  // a checkpoint, not the end
-        }
-        if (!s.gen->started()) s.gen->begin(s.usage, seconds_since(s.admitted));
-        after_logits(s);
+        ++s.version;
+        const bool decoded = s.gen->last_was_decode();
+        s.gen->evaluated();
+        after_eval(s, decoded, items[i].want != model::Logits::None);
     }
     return true;
 }
@@ -420,9 +388,7 @@ void Scheduler::worker() {
                         start(sl);
                     } catch (const std::exception& e) {
                         // This request only (e.g. memory for a checkpoint): its slot starts over.
-                        sl.seq->clear();
-                        ++sl.version;
-                        sl.logits_ready = false;
+                        restart(sl);
                         fail(sl, std::string("cannot start: ") + e.what(), 500);
                     }
                 }
@@ -433,9 +399,7 @@ void Scheduler::worker() {
             for (auto& s : slots_)
                 if (s.job) {
                     s.job->channel->close(500);
-                    s.seq->clear();
-                    ++s.version;
-                    s.logits_ready = false;
+                    restart(s);
                     release(s);
                 }
         }

@@ -3,7 +3,10 @@
 // a bounded FIFO queue until a slot is free; beyond --max-queue it is refused at once (503).
 //
 // One worker thread drives every busy slot with one batched evaluation per step
-// (model::Model::eval over a Batch): each generating slot contributes the token it just sampled,
+// (model::Model::eval over a Batch). Each slot's request runs on an engine::Generator (prefix
+// reuse, sampling, stop rules, verification: the one generation loop of every front end); the
+// scheduler only chooses slots, cuts prompts at checkpoints and batches the generators' rows:
+// each generating slot contributes the token it just sampled,
 // each slot still reading its prompt a chunk of it: --mixed-prefill-quantum tokens while others
 // generate (so their streams keep flowing), a whole --prefill-chunk when nobody does. Every slot
 // keeps its own sampler, stop rules and cancellation; a client that leaves frees its slot at the
@@ -36,7 +39,7 @@
 #include "kvcache/disk_cache.h"
 #include "model/model.h"
 #include "model/session.h"
-#include "sampling/sampler.h"
+#include "engine/generator.h"
 #include "server/generation.h"
 #include "server/job.h"
 #include "server/kv_policy.h"
@@ -89,8 +92,7 @@ public:
 private:
     struct Slot {
         std::unique_ptr<model::Sequence> seq;
-        std::vector<float> logits;      // next-token logits after seq's last position...
-        bool logits_ready = false;      // ...when true
+        std::unique_ptr<engine::Generator> gen;  // the generation state machine over seq
         uint64_t last_used = 0;         // step of the last request's end (LRU)
         int64_t last_prompt = 0;        // prompt length of the last request
         bool fresh = false;             // admitted, start() not yet run
@@ -98,12 +100,9 @@ private:
         uint64_t saved_version = UINT64_MAX;  // ...and this is its value at the last checkpoint
         int64_t store_at = 0;           // a cold checkpoint at this position (0: none)
         std::vector<std::string> tool_ids;  // tool-call ids of the conversation (history + replies)
-        // The request on the slot (null: free).
+        // The request on the slot (null: free) and its output.
         std::unique_ptr<Job> job;
-        std::unique_ptr<Generation> gen;
-        std::optional<sampling::Sampler> sampler;
-        size_t forced_at = 0;
-        int32_t pending = -1;           // sampled, to be evaluated in the next step
+        std::unique_ptr<Generation> out;
         Usage usage;
         std::chrono::steady_clock::time_point admitted;
     };
@@ -116,6 +115,10 @@ private:
     int64_t load_from_disk(Slot& s, int64_t keep);  // a longer prefix from disk; the new keep
     void save(Slot& s, kvcache::SaveReason reason);  // a checkpoint of the slot's sequence
     void after_logits(Slot& s);                 // samples (or ends) a slot whose logits are ready
+    void restart(Slot& s);                      // the slot's sequence starts over (after an error)
+    // The slot's rows for this step (tokens empty: none); `decoding`: some slot generates.
+    engine::Generator::Rows rows_for(Slot& s, bool decoding);
+    void after_eval(Slot& s, bool decoded, bool with_logits);
     void end(Slot& s, engine::StopReason reason);
     void fail(Slot& s, const std::string& message, int status);
     void release(Slot& s);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "engine/generator.h"
 
 namespace ds4::bench {
 
@@ -25,7 +26,7 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
 
     model::Session s(model, opt.session);
     std::vector<Row> rows;
-    std::vector<float> logits, step_logits;
+    std::vector<float> logits;
     std::vector<int32_t> probe;
     if (opt.warmup > 0) {
         const int64_t n = std::min({opt.warmup, int64_t(ids.size()), opt.session.ctx});
@@ -54,23 +55,37 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
             r.sessions = N;
             std::vector<std::unique_ptr<model::Sequence>> others;  // sequences 1..N-1
             for (int64_t i = 1; i < N; ++i) others.push_back(s.sequence().clone());
-            std::vector<int32_t> next(static_cast<size_t>(N));
+            // One generator per sequence, greedy and never EOS, each starting from its own
+            // best token; every step is one batched call with one row per sequence.
+            std::vector<engine::Generator> gens;
+            gens.reserve(size_t(N));
             const std::vector<int32_t> firsts = best_non_eos(logits.data(), V, opt.eos, N);
-            std::copy(firsts.begin(), firsts.end(), next.begin());
-            step_logits.resize(size_t(N * V));
+            for (int64_t k = 0; k < N; ++k) {
+                auto& g = gens.emplace_back(k == 0 ? s.sequence() : *others[size_t(k - 1)],
+                                            engine::GeneratorConfig{.n_vocab = V, .eos = opt.eos});
+                g.set_logits(logits);
+                g.begin({.sampling = {.temperature = 0}, .ban_eos = true});
+                g.choose(firsts[size_t(k)]);
+            }
             std::vector<model::BatchItem> batch(static_cast<size_t>(N));
+            const auto keep_going = [](int32_t) { return true; };
             if (opt.before_probe) opt.before_probe();
             const auto t1 = clock::now();
             for (int64_t i = 0; i < r.gen_tokens; ++i) {
-                probe.push_back(next[0]);
-                for (int64_t k = 0; k < N; ++k)
-                    batch[size_t(k)] = {k == 0 ? &s.sequence() : others[size_t(k - 1)].get(),
-                                        {&next[size_t(k)], 1}, model::Logits::Last, &step_logits[size_t(k * V)]};
+                for (int64_t k = 0; k < N; ++k) {
+                    const auto rows = gens[size_t(k)].next(1);
+                    batch[size_t(k)] = {&gens[size_t(k)].sequence(), rows.tokens, rows.want, rows.logits};
+                }
                 model.eval(batch);
-                for (int64_t k = 0; k < N; ++k) next[size_t(k)] = greedy_non_eos(&step_logits[size_t(k * V)], V, opt.eos);
+                for (auto& g : gens) {
+                    g.evaluated();
+                    g.advance(keep_going);
+                }
             }
             r.gen_tps = double(N * r.gen_tokens) / seconds(t1, clock::now());
             if (opt.after_probe) opt.after_probe();
+            const auto& held = s.sequence().tokens();
+            probe.assign(held.begin() + f, held.end());
             if (snap) s.restore(*snap);
         }
         rows.push_back(r);

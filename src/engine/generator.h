@@ -1,0 +1,180 @@
+// The generation state machine of one sequence, written once for every front end: the CLI
+// (through Engine), the server's scheduler (many generators advanced by one batched
+// Model::eval per step) and ds4-bench. It owns what a request does to a timeline: reusing the
+// prefix the sequence already holds, the prompt still to evaluate, the pending token, the
+// sampler, the stop rules (EOS, token limit, full context, cancellation, the caller's word),
+// usage counts, and speculative verification (several tokens per step, rolled back to the
+// accepted prefix). It never evaluates anything itself: the driver asks it for rows, evaluates
+// them (alone or in a batch with other sequences' rows) and hands it back the logits.
+//
+//   Generator g(seq, {.n_vocab = V, .eos = eos});
+//   g.set_prompt(prompt);                          // rewinds to the shared prefix
+//   g.begin(opts);
+//   for (;;) {
+//       if (g.ready()) { if (auto stop = g.advance(on_token)) break; }
+//       Rows r = g.next(chunk);                   // prompt piece, or pending + drafts
+//       model.eval({&seq, r.tokens, r.want, r.logits});
+//       g.evaluated();
+//   }
+//
+// Verification (a Drafter in GenerateOptions): the pending token and up to max_draft proposed
+// tokens are evaluated in one step with the logits of every row. advance() samples from row 0;
+// while the sample equals the next draft the following row's logits are valid and it samples
+// again; at the first difference the sequence is rewound to the accepted rows (O(1): within
+// the sequence's rewind slack) and the last sample becomes the pending token. Each emitted
+// token is sampled from the target's own distribution after exactly the accepted history, so
+// the output is the one generation without drafts would give (up to the rounding differences
+// between one-row and many-row evaluation).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "model/model.h"
+#include "sampling/sampler.h"
+
+namespace ds4::engine {
+
+enum class StopReason {
+    Eos,          // the model produced end-of-sentence (not reported to on_token)
+    Length,       // max_tokens emitted
+    ContextFull,  // no room for another position
+    Cancelled,    // *cancel became true
+    Caller,       // on_token returned false
+    ForcedEnd,    // the forced sequence was used up (test hook)
+};
+const char* to_string(StopReason r);
+
+// Proposes the tokens likely to follow a sequence (speculative decoding's draft source: MTP,
+// DSpark, n-gram lookup, or a test's oracle).
+class Drafter {
+public:
+    virtual ~Drafter() = default;
+    // At most `max` tokens expected after `history` (the tokens the sequence holds) and `next`
+    // (the token about to be evaluated after them).
+    virtual std::vector<int32_t> propose(std::span<const int32_t> history, int32_t next, int max) = 0;
+};
+
+struct GenerateOptions {
+    sampling::SamplerParams sampling{};
+    int64_t max_tokens = INT64_MAX;
+    const std::atomic<bool>* cancel = nullptr;
+    // Test hook: emit exactly these ids instead of sampling (then stop with ForcedEnd); the
+    // model still evaluates them, so timings and the KV state are real.
+    const std::vector<int32_t>* forced = nullptr;
+    // EOS is never sampled (its logit is ignored): benchmarks that must run a fixed length.
+    bool ban_eos = false;
+    // Speculative verification: up to max_draft tokens proposed by `drafter` per step
+    // (0 or no drafter: one token per step).
+    Drafter* drafter = nullptr;
+    int max_draft = 0;
+};
+
+struct GeneratorConfig {
+    int64_t n_vocab = 0;
+    int32_t eos = -1;
+};
+
+// What a generator has done since set_prompt() / begin().
+struct GeneratorUsage {
+    int64_t prompt = 0;     // prompt tokens
+    int64_t reused = 0;     // held by the sequence already (not evaluated)
+    int64_t evaluated = 0;  // prompt positions evaluated so far
+    int64_t emitted = 0;    // tokens reported to on_token
+    int64_t drafted = 0;    // draft tokens evaluated
+    int64_t accepted = 0;   // of those, equal to what was then sampled
+    int64_t steps = 0;      // generation steps evaluated (one per pending token)
+};
+
+class Generator {
+public:
+    // `seq` outlives the generator; only the generator changes it between set_prompt() and the
+    // end of generation (the driver evaluates the rows it asks for).
+    Generator(model::Sequence& seq, GeneratorConfig cfg);
+
+    // Makes the sequence a prefix of `prompt` to be completed by next(): keeps the longest
+    // prefix it holds (all of it but the last position, whose logits are needed, unless those
+    // are ready), rewinding in O(1) within the rewind slack and clearing otherwise. Returns the
+    // positions kept. Throws ds4::Error (nothing changed) for an empty prompt, one that leaves
+    // no room in the context, or an id outside the vocabulary.
+    int64_t set_prompt(std::vector<int32_t> prompt);
+
+    // Rows to evaluate next for this sequence, or empty tokens when none are needed (ready()
+    // or stopped). Prompt pieces hold at most max_prompt tokens and end at `limit` (an absolute
+    // position, e.g. a checkpoint) when it falls inside; they want logits when they end at the
+    // prompt's end or at `limit`. In generation: the pending token plus drafts, wanting the
+    // logits of every row (one row: the last).
+    struct Rows {
+        std::span<const int32_t> tokens;
+        model::Logits want = model::Logits::None;
+        float* logits = nullptr;  // [rows of want][n_vocab], owned by the generator
+    };
+    Rows next(int64_t max_prompt, int64_t limit = INT64_MAX);
+    // The driver evaluated the rows of the last next() (the sequence holds them now).
+    void evaluated();
+
+    // A new request on the held prompt: fresh sampler, counts and stop rules.
+    void begin(const GenerateOptions& opt);
+    // The caller's choice of the next token instead of a sample (counted as emitted, not
+    // reported): the bench's distinct first tokens, a forced reply prefix.
+    void choose(int32_t id);
+    // Samples from the ready logits and reports each token to on_token (false: stop after
+    // it), verifying drafts as described above. Returns the stop reason, or nullopt when the
+    // pending token (and its drafts) must be evaluated first. Requires ready().
+    std::optional<StopReason> advance(const std::function<bool(int32_t)>& on_token);
+
+    // The whole prompt is held and the logits of its last position are ready to sample.
+    bool ready() const;
+    // A token is waiting to be evaluated (generation is under way).
+    bool decoding() const { return pending_ >= 0; }
+    // The rows of the last next() were generation rows (not prompt).
+    bool last_was_decode() const { return last_decode_; }
+    // The next-token logits after the sequence's last position, when they are at hand ([],
+    // e.g. after a rewind); set_logits() gives them (a state loaded from disk).
+    std::span<const float> ready_logits() const;
+    void set_logits(std::vector<float> logits);
+
+    // Forgets the step in flight, the pending token and the logits: the driver cleared the
+    // sequence or gave up on an evaluation that failed.
+    void reset();
+
+    const std::vector<int32_t>& prompt() const { return prompt_; }
+    const GeneratorUsage& usage() const { return usage_; }
+    model::Sequence& sequence() { return seq_; }
+
+private:
+    bool cancelled() const;
+    std::optional<StopReason> verify(const std::function<bool(int32_t)>& on_token);
+    int32_t pick(std::span<const float> logits, std::optional<StopReason>& stop);
+    void settle(int64_t keep_rows);
+    std::vector<int32_t> drafts(int32_t next) const;
+
+    model::Sequence& seq_;
+    GeneratorConfig cfg_;
+    std::vector<int32_t> prompt_;
+    GenerateOptions opt_{};
+    std::optional<sampling::Sampler> sampler_;
+    size_t forced_at_ = 0;
+    GeneratorUsage usage_;
+
+    // Rows handed out by next() and not yet evaluated() (tokens point into rows_ or prompt_).
+    std::vector<int32_t> rows_;  // generation: pending, then drafts
+    Rows out_{};
+    bool in_flight_ = false;
+    bool unverified_ = false;    // a generation step was evaluated and advance() not yet run
+    bool last_decode_ = false;
+    int32_t pending_ = -1;
+
+    // [logits_rows_][n_vocab] from the last evaluation with logits: row r is the next-token
+    // distribution when the sequence holds logits_pos_ + r positions (-1: none).
+    std::vector<float> logits_;
+    int64_t logits_rows_ = 0;
+    int64_t logits_pos_ = -1;
+    int64_t base_ = 0;  // pos() before the last generation step's rows
+};
+
+}  // namespace ds4::engine
