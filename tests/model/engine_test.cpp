@@ -114,6 +114,70 @@ TEST_F(EngineTest, GreedyGenerationEqualsFreshArgmaxes) {
     EXPECT_EQ(s.evaluated, 11);
 }
 
+// Proposes a recorded continuation, with every `wrong_every`-th proposal replaced by a wrong
+// token (0: never), as a speculative drafter would.
+class RecordedDrafter : public Drafter {
+public:
+    RecordedDrafter(std::vector<int32_t> transcript, int wrong_every, int32_t n_vocab)
+        : t_(std::move(transcript)), wrong_every_(wrong_every), n_vocab_(n_vocab) {}
+    std::vector<int32_t> propose(std::span<const int32_t> history, int32_t, int max) override {
+        std::vector<int32_t> out;
+        for (size_t at = history.size() + 1; at < t_.size() && int(out.size()) < max; ++at) {
+            int32_t id = t_[at];
+            if (wrong_every_ > 0 && ++n_ % wrong_every_ == 0) id = (id + 1) % n_vocab_;
+            out.push_back(id);
+        }
+        return out;
+    }
+
+private:
+    std::vector<int32_t> t_;
+    int wrong_every_;
+    int32_t n_vocab_;
+    int n_ = 0;
+};
+
+// Speculative verification on the real forward pass: the pending token and its drafts are
+// evaluated in one multi-row step and the sequence is rewound to the accepted rows; greedy
+// output and the state left behind equal plain decoding's.
+TEST_F(EngineTest, VerifiedDraftsGiveThePlainGreedyOutput) {
+    const auto prompt = ids(80, 8);
+    const GenerateOptions greedy{.sampling = {.temperature = 0}, .max_tokens = 24};
+    Engine plain = make();
+    plain.sync(prompt);
+    std::vector<int32_t> want;
+    plain.generate(greedy, [&](int32_t id) { want.push_back(id); return true; });
+    const std::vector<int32_t> transcript = concat(prompt, want);
+    const std::vector<int32_t> held = plain.tokens();
+
+    for (int wrong_every : {0, 3}) {
+        SCOPED_TRACE(wrong_every);
+        RecordedDrafter d(transcript, wrong_every, int32_t(model_->config().n_vocab));
+        GenerateOptions o = greedy;
+        o.drafter = &d;
+        o.max_draft = 4;
+        Engine e = make();
+        e.sync(prompt);
+        std::vector<int32_t> got;
+        const auto r = e.generate(o, [&](int32_t id) { got.push_back(id); return true; });
+        EXPECT_EQ(got, want);
+        EXPECT_EQ(r.reason, want.size() == 24 ? StopReason::Length : StopReason::Eos);
+        EXPECT_GT(e.usage().drafted, 0);
+        if (wrong_every == 0) EXPECT_EQ(e.usage().accepted, e.usage().drafted);
+        else EXPECT_LT(e.usage().accepted, e.usage().drafted);
+        EXPECT_LT(e.usage().steps, int64_t(want.size()) - 1);  // several tokens per step
+        EXPECT_EQ(e.tokens(), held);
+        // The state left behind continues like plain decoding's: the next turn's logits agree.
+        const auto next = concat(transcript, ids(5, 9));
+        plain.sync(next);
+        e.sync(next);
+        int32_t a = -1, b = -1;
+        plain.generate({.sampling = {.temperature = 0}, .max_tokens = 1}, [&](int32_t id) { a = id; return true; });
+        e.generate({.sampling = {.temperature = 0}, .max_tokens = 1}, [&](int32_t id) { b = id; return true; });
+        EXPECT_EQ(a, b);
+    }
+}
+
 TEST_F(EngineTest, StopReasons) {
     Engine e = make();
     const auto prompt = ids(20, 6);
