@@ -378,6 +378,58 @@ File::~File() {
     if (map_) munmap(map_, map_size_);
 }
 
+namespace {
+
+// One tensor directory entry: name, dimensions, type and byte size, each checked where it
+// stands (the offset is read by the caller, which reports against its position).
+TensorInfo read_tensor_info(Cursor& c, const std::map<std::string, size_t>& index) {
+    TensorInfo t;
+    const uint64_t name_at = c.pos();
+    t.name = c.str("tensor name");
+    if (index.count(t.name))
+        c.fail_at(name_at, "duplicate tensor name '{}' (expected unique names, found a "
+                  "second one)", shown(t.name));
+    const uint64_t dims_at = c.pos();
+    t.n_dims = c.pod<uint32_t>("tensor n_dims");
+    if (t.n_dims < 1 || t.n_dims > kMaxDims)
+        c.fail_at(dims_at, "tensor '{}' has a bad dimension count (expected 1..{}, found "
+                  "{})", shown(t.name), kMaxDims, t.n_dims);
+    int64_t elements = 1;
+    for (uint32_t d = 0; d < t.n_dims; ++d) {
+        const uint64_t ne_at = c.pos();
+        const auto ne = c.pod<uint64_t>("tensor ne");
+        if (ne > uint64_t(std::numeric_limits<int64_t>::max()))
+            c.fail_at(ne_at, "tensor '{}' ne[{}] is negative (expected >= 0, found {})",
+                      shown(t.name), d, int64_t(ne));
+        t.ne[d] = int64_t(ne);
+        if (__builtin_mul_overflow(elements, t.ne[d], &elements))
+            c.fail_at(ne_at, "tensor '{}' element count overflows (expected at most {}, "
+                      "found a product beyond it at ne[{}] = {})", shown(t.name),
+                      std::numeric_limits<int64_t>::max(), d, ne);
+    }
+    const uint64_t type_at = c.pos();
+    const auto type_id = c.pod<uint32_t>("tensor type");
+    const auto info = tensor_type_info(type_id);
+    if (!info)
+        c.fail_at(type_at, "tensor '{}' has an unknown type (expected a ggml type id, found "
+                  "{})", shown(t.name), type_id);
+    t.type = TensorType(type_id);
+    if (t.ne[0] % info->block_values != 0)
+        c.fail_at(type_at, "tensor '{}' row does not fill whole {} blocks (expected ne[0] a "
+                  "multiple of {}, found {})", shown(t.name), info->name,
+                  info->block_values,
+                  t.ne[0]);
+    if (__builtin_mul_overflow(uint64_t(elements) / info->block_values, info->block_bytes,
+                               &t.n_bytes))
+        c.fail_at(type_at, "tensor '{}' byte size overflows (expected at most 2^64-1, found "
+                  "{} blocks of {} bytes)", shown(t.name),
+                  uint64_t(elements) / info->block_values,
+                  info->block_bytes);
+    return t;
+}
+
+}  // namespace
+
 void File::parse_all() {
     Cursor c(bytes_, path_);
 
@@ -432,48 +484,7 @@ void File::parse_all() {
     // Tensor directory.
     std::vector<uint64_t> offset_at;  // where each tensor's offset field is, for messages
     for (uint64_t i = 0; i < n_tensors; ++i) {
-        TensorInfo t;
-        const uint64_t name_at = c.pos();
-        t.name = c.str("tensor name");
-        if (tensor_index_.count(t.name))
-            c.fail_at(name_at, "duplicate tensor name '{}' (expected unique names, found a "
-                      "second one)", shown(t.name));
-        const uint64_t dims_at = c.pos();
-        t.n_dims = c.pod<uint32_t>("tensor n_dims");
-        if (t.n_dims < 1 || t.n_dims > kMaxDims)
-            c.fail_at(dims_at, "tensor '{}' has a bad dimension count (expected 1..{}, found "
-                      "{})", shown(t.name), kMaxDims, t.n_dims);
-        int64_t elements = 1;
-        for (uint32_t d = 0; d < t.n_dims; ++d) {
-            const uint64_t ne_at = c.pos();
-            const auto ne = c.pod<uint64_t>("tensor ne");
-            if (ne > uint64_t(std::numeric_limits<int64_t>::max()))
-                c.fail_at(ne_at, "tensor '{}' ne[{}] is negative (expected >= 0, found {})",
-                          shown(t.name), d, int64_t(ne));
-            t.ne[d] = int64_t(ne);
-            if (__builtin_mul_overflow(elements, t.ne[d], &elements))
-                c.fail_at(ne_at, "tensor '{}' element count overflows (expected at most {}, "
-                          "found a product beyond it at ne[{}] = {})", shown(t.name),
-                          std::numeric_limits<int64_t>::max(), d, ne);
-        }
-        const uint64_t type_at = c.pos();
-        const auto type_id = c.pod<uint32_t>("tensor type");
-        const auto info = tensor_type_info(type_id);
-        if (!info)
-            c.fail_at(type_at, "tensor '{}' has an unknown type (expected a ggml type id, found "
-                      "{})", shown(t.name), type_id);
-        t.type = TensorType(type_id);
-        if (t.ne[0] % info->block_values != 0)
-            c.fail_at(type_at, "tensor '{}' row does not fill whole {} blocks (expected ne[0] a "
-                      "multiple of {}, found {})", shown(t.name), info->name,
-                      info->block_values,
-                      t.ne[0]);
-        if (__builtin_mul_overflow(uint64_t(elements) / info->block_values, info->block_bytes,
-                                   &t.n_bytes))
-            c.fail_at(type_at, "tensor '{}' byte size overflows (expected at most 2^64-1, found "
-                      "{} blocks of {} bytes)", shown(t.name),
-                      uint64_t(elements) / info->block_values,
-                      info->block_bytes);
+        TensorInfo t = read_tensor_info(c, tensor_index_);
         offset_at.push_back(c.pos());
         t.offset = c.pod<uint64_t>("tensor offset");
         if (t.offset % alignment_ != 0)

@@ -24,7 +24,12 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
         fail("{} tokens to walk, fewer than the last frontier {}", ids.size(), fronts.back());
     const int64_t V = model.info().n_vocab;
 
-    model::Session s(model, opt.session);
+    // The probe evaluates exactly gen_tokens tokens, up to the last position of --ctx; the
+    // generator stops a token earlier (it wants room after the token it emits), so the
+    // sequences get one spare position that the walk never fills.
+    model::SessionOptions seq_opt = opt.session;
+    seq_opt.ctx += 1;
+    model::Session s(model, seq_opt);
     std::vector<Row> rows;
     std::vector<float> logits;
     std::vector<int32_t> probe;
@@ -79,7 +84,10 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
                 model.eval(batch);
                 for (auto& g : gens) {
                     g.evaluated();
-                    g.advance(keep_going);
+                    const auto stop = g.advance(keep_going);
+                    if (stop && i + 1 < r.gen_tokens)
+                        fail("decode probe stopped after {} of {} tokens: {}", i + 1, r.gen_tokens,
+                             engine::to_string(*stop));
                 }
             }
             r.gen_tps = double(N * r.gen_tokens) / seconds(t1, clock::now());
