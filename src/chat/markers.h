@@ -1,5 +1,6 @@
-// The DeepSeek V4 chat marker strings (spec/TOKENIZER_CHAT.md §1.2, §3). The renderer writes them as
-// text; the tokenizer turns them into control tokens because rendered text is trusted.
+// The DeepSeek V4 chat marker strings (spec/TOKENIZER_CHAT.md §1.2, §3), the one place they are
+// defined. The V4 renderer writes them as text; rendered text is trusted, so they tokenize as
+// their control tokens. The V4 ChatFormat (chat/deepseek4_format.h) resolves their ids.
 #pragma once
 
 #include <string_view>

@@ -1,4 +1,6 @@
-// Streaming parser for DeepSeek V4 model output (spec/TOKENIZER_CHAT.md §4, spec/PRODUCT.md §4.6).
+// The DeepSeek V4 format's output parser (chat/deepseek4_format.h wraps it as a ChatFormat;
+// callers outside src/chat go through the ChatFormat). Streaming parser for DeepSeek V4 model
+// output (spec/TOKENIZER_CHAT.md §4, spec/PRODUCT.md §4.6).
 // Feed decoded text in chunks of any size (even split inside a marker, an entity or a UTF-8
 // sequence); it emits events: reasoning / content text, and tool calls as a header (name) then
 // argument JSON text fragments. The concatenated argument fragments of one call form a JSON
@@ -29,43 +31,23 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/output.h"
+
 namespace ds4::chat {
 
-struct OutputEvent {
-    enum class Kind {
-        Reasoning,      // text: reasoning delta
-        Content,        // text: content delta
-        ToolCallBegin,  // text: the function name; index: the call's position in the block
-        ToolArguments,  // text: a fragment of the call's JSON arguments
-        ToolCallEnd,    // the call's arguments are complete
-    };
-    Kind kind;
-    std::string text;
-    int index = 0;
-};
-
-struct OutputParserOptions {
-    bool thinking = true;  // the prompt ended with <｜Assistant｜><think>
-    bool tools = false;    // tools are active: look for DSML tool-call blocks in content
-};
-
-class OutputParser {
+class OutputParser final : public StreamParser {
 public:
     explicit OutputParser(OutputParserOptions options);
 
-    // Appends the events that `chunk` makes certain to `out`.
-    void feed(std::string_view chunk, std::vector<OutputEvent>& out);
-    // End of generation: flushes held-back text and closes an unterminated tool call.
-    void finish(std::vector<OutputEvent>& out);
-
-    bool block_started() const { return block_started_; }
-    bool block_closed() const { return block_closed_; }  // stop generating here
-    bool malformed() const { return malformed_; }         // a block could not be parsed
-    bool unterminated() const { return unterminated_; }   // finish() inside a block
-    // The exact bytes of the tool-call block from its opening tag (for exact replay).
-    const std::string& raw_block() const { return raw_block_; }
-    // Byte offset in the whole input where content begins (after </think>); -1 before that.
-    int64_t content_start() const { return content_start_; }
+    // chat/output.h states the contract; content_start() is the offset after </think>.
+    void feed(std::string_view chunk, std::vector<OutputEvent>& out) override;
+    void finish(std::vector<OutputEvent>& out) override;
+    bool block_started() const override { return block_started_; }
+    bool block_closed() const override { return block_closed_; }
+    bool malformed() const override { return malformed_; }
+    bool unterminated() const override { return unterminated_; }
+    const std::string& raw_block() const override { return raw_block_; }
+    int64_t content_start() const override { return content_start_; }
 
 private:
     enum class State {
@@ -93,20 +75,6 @@ private:
     bool block_closed_ = false;
     bool malformed_ = false;
     bool unterminated_ = false;
-};
-
-struct ParsedToolCall {
-    std::string name;
-    std::string arguments;  // JSON object text
-};
-
-struct ParsedOutput {
-    std::string reasoning;
-    std::string content;
-    std::vector<ParsedToolCall> tool_calls;
-    std::string raw_block;
-    bool malformed = false;     // content holds the raw text after the reasoning
-    bool unterminated = false;  // likewise: a block started and never closed
 };
 
 // Parses a complete output (no EOS text) in one go; the authoritative final parse.

@@ -14,12 +14,11 @@ struct Marker {
     int32_t id;
 };
 
+// The added tokens Special::Match produces (a format's markers are among them: ChatFormat
+// checks that when it is made).
 bool is_marker(const tokenizer::Tokenizer& tok, int32_t id) {
     const auto t = tok.token_type(id);
-    if (t == tokenizer::TokenType::Control || t == tokenizer::TokenType::UserDefined) return true;
-    const auto& s = tok.special();
-    return id == s.bos || id == s.eos || id == s.user || id == s.assistant || id == s.think ||
-           id == s.think_end || id == s.dsml;
+    return t == tokenizer::TokenType::Control || t == tokenizer::TokenType::UserDefined;
 }
 
 // Markers that Special::Match finds in the trusted piece `text` starting at `base`.

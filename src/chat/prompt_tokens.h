@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "chat/render.h"
+#include "chat/conversation.h"
 
 namespace ds4::tokenizer {
 class Tokenizer;

@@ -1,6 +1,8 @@
-// Renders a conversation to the DeepSeek V4 prompt text (spec/TOKENIZER_CHAT.md §3), byte-identical
-// to llama.cpp's DeepSeek-V4 jinja template plus llama.cpp's tool-result ordering. The result is
-// trusted text: marker strings in it become control tokens when tokenized.
+// The DeepSeek V4 format's renderer: what chat/deepseek4_format.h's ChatFormat renders with
+// (callers outside src/chat go through the ChatFormat). Renders a conversation to the DeepSeek
+// V4 prompt text (spec/TOKENIZER_CHAT.md §3), byte-identical to llama.cpp's DeepSeek-V4 jinja
+// template plus llama.cpp's tool-result ordering. The result is trusted text: marker strings in
+// it become control tokens when tokenized.
 //
 // Rules, in order (see render.cpp for the why):
 //   BOS; the Think Max prefix (thinking Max, only when context_size >= kThinkMaxMinContext,
@@ -15,17 +17,15 @@
 //   are defined or any tool result is in the history (drop_thinking off keeps all).
 #pragma once
 
+#include "chat/conversation.h"
 #include "chat/message.h"
 
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ds4::chat {
-
-enum class ThinkingMode { Off, High, Max };
 
 // DeepSeek recommends Think Max only with at least 384K of context; below that DS4 downgrades
 // Max to High (spec/TOKENIZER_CHAT.md §3.1, spec/PRODUCT.md §4.4).
@@ -36,30 +36,6 @@ ThinkingMode effective_thinking(ThinkingMode mode, int64_t context_size);
 
 // The original V4 Think Max prefix (written right after BOS).
 extern const std::string_view kThinkMaxPrefix;
-
-struct RenderOptions {
-    ThinkingMode thinking = ThinkingMode::High;
-    int64_t context_size = 0;          // for the Think Max gate
-    std::string tools_json;            // OpenAI "tools" array as JSON text; empty = no tools
-    std::string response_format_json;  // a JSON schema; empty = none
-    bool add_generation_prompt = true;
-    bool drop_thinking = true;         // false keeps every turn's reasoning (thinking mode)
-    // Exact tool replay (spec/PRODUCT.md §4.7): for an assistant message's tool calls, the text
-    // to write instead of render_tool_calls(calls) (what the model sampled, from the server's
-    // tool memory), or nullopt for the canonical form. Written as trusted text: it must come
-    // from the model, never from the client.
-    std::function<std::optional<std::string>(const std::vector<ToolCall>& calls)> exact_tool_block;
-};
-
-// A rendered prompt: the text, and which byte ranges of it came from the messages or the tools
-// (untrusted: marker look-alikes there are plain text; see chat/prompt_tokens.h).
-struct TextSpan {
-    size_t offset, length;
-};
-struct RenderedPrompt {
-    std::string text;
-    std::vector<TextSpan> untrusted;  // ascending, non-overlapping
-};
 
 // Throws ds4::Error when tools_json / response_format_json is not valid JSON or tools_json is
 // not an array. Tool-call arguments that are not a JSON object are rendered as one string

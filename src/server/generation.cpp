@@ -51,7 +51,7 @@ uint64_t micros(double seconds) { return uint64_t(seconds * 1e6); }
 // Exact tool replay (spec/PRODUCT.md §4.7): each call id of the reply -> the text that the
 // history rendering replaces the canonical block with: the whitespace sampled before the block
 // opening (the parser keeps it out of the content) and the block through its closing tag.
-void remember_tool_block(ToolMemory& memory, const ApiWriter& w, const chat::OutputParser& parser,
+void remember_tool_block(ToolMemory& memory, const ApiWriter& w, const chat::StreamParser& parser,
                          const std::string& text) {
     const std::string& raw = parser.raw_block();
     const size_t at = text.rfind(raw);
@@ -67,12 +67,13 @@ void remember_tool_block(ToolMemory& memory, const ApiWriter& w, const chat::Out
 
 }  // namespace
 
-Generation::Generation(Job& job, const tokenizer::Tokenizer& tok, Metrics& metrics)
+Generation::Generation(Job& job, const chat::ChatFormat& format, Metrics& metrics)
     : job_(job),
+      format_(format),
       metrics_(metrics),
       popt_{.thinking = job.thinking, .tools = !job.request.tools_json.empty()},
-      parser_(popt_),
-      decoder_(tok),
+      parser_(format.new_parser(popt_)),
+      decoder_(format.tokenizer()),
       stops_(job.request.stop) {}
 
 void Generation::prefill_progress() {
@@ -125,7 +126,7 @@ void Generation::deliver(const std::string& piece) {
     if (piece.empty()) return;
     text_ += piece;
     events_.clear();
-    parser_.feed(piece, events_);
+    parser_->feed(piece, events_);
     for (const auto& e : events_) job_.writer->event(e, out_);
     job_.channel->push(std::move(out_));
     out_.clear();
@@ -134,9 +135,9 @@ void Generation::deliver(const std::string& piece) {
 bool Generation::token(int32_t id) {
     ++emitted_;
     // A token counts as reasoning while the parser has not seen </think> before it.
-    if (job_.thinking && parser_.content_start() < 0) ++reasoning_;
+    if (job_.thinking && parser_->content_start() < 0) ++reasoning_;
     deliver(stops_.feed(decoder_.push(id)));
-    return !stops_.hit() && !parser_.block_closed();
+    return !stops_.hit() && !parser_->block_closed();
 }
 
 void Generation::finish(engine::StopReason reason) {
@@ -144,7 +145,7 @@ void Generation::finish(engine::StopReason reason) {
     if (!stops_.hit()) deliver(stops_.feed(decoder_.flush()));
     deliver(stops_.flush());
     events_.clear();
-    parser_.finish(events_);
+    parser_->finish(events_);
     for (const auto& e : events_) job_.writer->event(e, out_);
 
     const double gen_seconds = std::chrono::duration<double>(clock_type::now() - gen_start_).count();
@@ -152,16 +153,16 @@ void Generation::finish(engine::StopReason reason) {
     f.usage = usage_;
     f.usage.completion = emitted_;
     f.usage.reasoning = reasoning_;
-    f.parsed = chat::parse_output(text_, popt_);
-    f.reasoning_complete = !job_.thinking || parser_.content_start() >= 0;
+    f.parsed = format_.parse(text_, popt_);
+    f.reasoning_complete = !job_.thinking || parser_->content_start() >= 0;
     f.stop_sequence = stops_.hit() ? stops_.stop() : std::string();
     if (reason == engine::StopReason::Cancelled) {
         f.reason = Finish::Error;
         f.error = ch.cancel_reason();
         f.error_status = ch.cancel_status();
-    } else if (parser_.block_closed() && !parser_.malformed() && !f.parsed.tool_calls.empty()) {
+    } else if (parser_->block_closed() && !parser_->malformed() && !f.parsed.tool_calls.empty()) {
         f.reason = Finish::ToolCalls;
-    } else if (parser_.unterminated()) {
+    } else if (parser_->unterminated()) {
         f.reason = Finish::Error;
         f.error = "unterminated tool call";
     } else if (reason == engine::StopReason::Length || reason == engine::StopReason::ContextFull) {
@@ -170,7 +171,7 @@ void Generation::finish(engine::StopReason reason) {
         f.reason = Finish::Stop;
     }
     if (f.reason == Finish::ToolCalls && job_.tool_memory)
-        remember_tool_block(*job_.tool_memory, *job_.writer, parser_, text_);
+        remember_tool_block(*job_.tool_memory, *job_.writer, *parser_, text_);
     metrics_.generated_tokens += uint64_t(emitted_);
     metrics_.decode_us += micros(gen_seconds);
     if (gen_seconds > 0) metrics_.last_decode_tps_milli = int64_t(1000.0 * double(emitted_) / gen_seconds);

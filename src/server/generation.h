@@ -1,7 +1,7 @@
 // One request's output (spec/PRODUCT.md §4.6, §4.9, §4.10), fed one token at a time by the
 // scheduler: detokenized with StreamDecoder, cut at stop sequences (the last max_len - 1 bytes
-// are held back until decided), parsed by OutputParser into reasoning / content / tool calls and
-// handed to the API writer, whose bytes go to the job's Channel. Generation stops at the end of
+// are held back until decided), parsed by the chat format's parser into reasoning / content /
+// tool calls and handed to the API writer, whose bytes go to the job's Channel. Generation stops at the end of
 // a tool-call block. Finish: tool_calls after a complete block, error for an unterminated block
 // or a cancel, length at the token limit or a full context, else stop.
 #pragma once
@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "chat/output_parser.h"
+#include <memory>
+
+#include "chat/format.h"
 #include "engine/engine.h"
 #include "server/job.h"
 #include "server/metrics.h"
@@ -38,7 +40,8 @@ private:
 
 class Generation {
 public:
-    Generation(Job& job, const tokenizer::Tokenizer& tok, Metrics& metrics);
+    // `format` (and its tokenizer) outlive the generation.
+    Generation(Job& job, const chat::ChatFormat& format, Metrics& metrics);
 
     // A keepalive SSE comment while the prompt is evaluated (at most every 5 s).
     void prefill_progress();
@@ -55,15 +58,16 @@ public:
     int64_t emitted() const { return emitted_; }
     bool started() const { return started_; }
     // Inside a tool-call block (no continued checkpoint is taken there).
-    bool in_tool_block() const { return parser_.block_started() && !parser_.block_closed(); }
+    bool in_tool_block() const { return parser_->block_started() && !parser_->block_closed(); }
 
 private:
     void deliver(const std::string& piece);
 
     Job& job_;
+    const chat::ChatFormat& format_;
     Metrics& metrics_;
     chat::OutputParserOptions popt_;
-    chat::OutputParser parser_;
+    std::unique_ptr<chat::StreamParser> parser_;
     tokenizer::StreamDecoder decoder_;
     StopScanner stops_;
     Usage usage_;

@@ -5,8 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "chat/prompt_tokens.h"
-#include "chat/render.h"
+#include "chat/format.h"
 #include "server/ids.h"
 #include "tokenizer/tokenizer.h"
 
@@ -84,11 +83,11 @@ uint64_t fresh_seed() {
 // The prompt of request `r`: rendered, then for a forced tool choice the reply's opening
 // appended (returned in `reply_prefix`). generate() and count_tokens() both use it, so the
 // count is the prompt a generation evaluates.
-chat::RenderedPrompt render_request(const Request& r, chat::ThinkingMode mode, const chat::RenderOptions& options,
-                                    std::string& reply_prefix) {
-    chat::RenderedPrompt p = chat::render_prompt(r.messages, options);
+chat::RenderedPrompt render_request(const chat::ChatFormat& format, const Request& r, chat::ThinkingMode mode,
+                                    const chat::RenderOptions& options, std::string& reply_prefix) {
+    chat::RenderedPrompt p = format.render(r.messages, options);
     if (r.tool_choice.forced() && !r.tools_json.empty())
-        reply_prefix = chat::append_tool_call_opening(p, mode != chat::ThinkingMode::Off, r.tool_choice.name);
+        reply_prefix = format.append_tool_call_opening(p, mode != chat::ThinkingMode::Off, r.tool_choice.name);
     return p;
 }
 
@@ -96,15 +95,20 @@ chat::RenderedPrompt render_request(const Request& r, chat::ThinkingMode mode, c
 
 HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, ServerOptions options,
                        std::unique_ptr<ForcedOutputs> forced)
-    : tok_(tok),
+    : format_(chat::ChatFormat::from_gguf(model.file(), tok)),
       options_(std::move(options)),
       ctx_(options_.scheduler.session.ctx),
       forced_(std::move(forced)),
-      scheduler_(model, tok, options_.scheduler, metrics_) {
+      scheduler_(model, *format_, options_.scheduler, metrics_) {
     hosts_.bound = options_.host == "localhost" ? "127.0.0.1" : options_.host;
     hosts_.allowed = options_.allowed_hosts;
     if (!options_.trace_path.empty()) trace_ = std::make_unique<Trace>(options_.trace_path);
-    if (options_.exact_tool_replay) tool_memory_ = std::make_unique<ToolMemory>(options_.tool_memory_max_ids);
+    if (options_.exact_tool_replay) {
+        const chat::ChatFormat* format = format_.get();
+        tool_memory_ = std::make_unique<ToolMemory>(
+            [format](std::string_view block) { return format->parse(block, {.thinking = false, .tools = true}); },
+            options_.tool_memory_max_ids);
+    }
     scheduler_.set_tool_memory(tool_memory_.get());
     ListenerOptions lo;
     lo.trace = trace_.get();
@@ -288,10 +292,10 @@ void HttpServer::on_thread(const HttpRequest& req, HttpExchange& ex) {
 void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
     try {
         const Request r = parse_request(Api::Messages, req.body);
-        const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx_);
+        const chat::ThinkingMode mode = format_->effective_thinking(r.thinking, ctx_);
         std::string opening;
-        const auto prompt = render_request(r, mode, render_options(mode, r), opening);
-        const size_t n = chat::tokenize_prompt(tok_, prompt).size();
+        const auto prompt = render_request(*format_, r, mode, render_options(mode, r), opening);
+        const size_t n = format_->tokenize(prompt).size();
         ex.send(json(ojson{{"input_tokens", n}}.dump()));
     } catch (const RequestError& e) {
         ex.send(error(req.path, e.status, e.what()));
@@ -312,11 +316,11 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     }
     const Request& r = job->request;
     const int64_t ctx = ctx_;
-    const chat::ThinkingMode mode = chat::effective_thinking(r.thinking, ctx);
+    const chat::ThinkingMode mode = format_->effective_thinking(r.thinking, ctx);
     try {
         restore_tool_blocks(r);
-        job->rendered = render_request(r, mode, render_options(mode, r), job->reply_prefix);
-        job->prompt = chat::tokenize_prompt(tok_, job->rendered);
+        job->rendered = render_request(*format_, r, mode, render_options(mode, r), job->reply_prefix);
+        job->prompt = format_->tokenize(job->rendered);
     } catch (const Error& e) {
         ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));
         return;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/format.h"
 #include "model/model.h"
 #include "server/forced_output.h"
 #include "server/host_policy.h"
@@ -53,7 +54,8 @@ struct ServerOptions {
 
 class HttpServer {
 public:
-    // `forced` (may be null) is the test hook of forced_output.h.
+    // `forced` (may be null) is the test hook of forced_output.h. The chat format is the
+    // model file's (chat::ChatFormat::from_gguf; throws ds4::Error when there is none).
     HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, ServerOptions options,
                std::unique_ptr<ForcedOutputs> forced);
     ~HttpServer();
@@ -84,7 +86,7 @@ private:
     chat::RenderOptions render_options(chat::ThinkingMode mode, const Request& r) const;
     std::string model_json(const std::string& id) const;
 
-    const tokenizer::Tokenizer& tok_;
+    std::unique_ptr<chat::ChatFormat> format_;  // the model's (general.architecture); before scheduler_
     ServerOptions options_;
     int64_t ctx_;
     HostPolicy hosts_;

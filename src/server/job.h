@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/render.h"
+#include "chat/conversation.h"
 #include "server/channel.h"
 #include "server/request.h"
 #include "server/tool_memory.h"

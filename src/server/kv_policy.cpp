@@ -7,13 +7,13 @@
 namespace ds4::server {
 
 int64_t cold_store_point(std::span<const int32_t> prompt, const KvPolicy& p,
-                         const tokenizer::SpecialTokens& special) {
+                         const chat::MarkerIds& markers) {
     const int64_t n = int64_t(prompt.size());
     if (p.cold_max_tokens <= 0 || n < p.min_tokens || n > p.cold_max_tokens) return 0;
     int64_t anchor = 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (prompt[size_t(i)] == special.assistant) break;
-        if (prompt[size_t(i)] == special.user) anchor = i;
+        if (prompt[size_t(i)] == markers.assistant) break;
+        if (prompt[size_t(i)] == markers.user) anchor = i;
     }
     if (anchor >= p.min_tokens) return anchor;
     const int64_t align = std::max<int64_t>(1, p.boundary_align);

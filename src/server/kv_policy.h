@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "chat/render.h"
+#include "chat/conversation.h"
+#include "chat/format.h"
 
 namespace ds4::tokenizer {
 class Tokenizer;
-struct SpecialTokens;
 }
 
 namespace ds4::server {
@@ -27,10 +27,11 @@ struct KvPolicy {
 };
 
 // Where a cold save of `prompt` (nothing reused) stops, 0 for none: the chat anchor (the last
-// <｜User｜> before the first <｜Assistant｜>: the system prompt and tools every session of an
-// agent shares) when it holds at least min_tokens; else len - trim aligned down to align.
+// user-turn marker before the first assistant-turn marker, the chat format's `markers`; V4:
+// <｜User｜>, <｜Assistant｜>: the system prompt and tools every session of an agent shares)
+// when it holds at least min_tokens; else len - trim aligned down to align.
 int64_t cold_store_point(std::span<const int32_t> prompt, const KvPolicy& p,
-                         const tokenizer::SpecialTokens& special);
+                         const chat::MarkerIds& markers);
 
 // The continued-save step (interval rounded up to align), 0 when off; and the first frontier
 // after `pos`.

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "chat/message.h"
-#include "chat/render.h"
+#include "chat/conversation.h"
 #include "common/error.h"
 #include "sampling/sampler.h"
 

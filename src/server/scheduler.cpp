@@ -22,8 +22,8 @@ double seconds_since(clock_type::time_point t) {
 
 }  // namespace
 
-Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, SchedulerOptions opt, Metrics& metrics)
-    : model_(model), tok_(tok), opt_(opt), metrics_(metrics) {
+Scheduler::Scheduler(model::Model& model, const chat::ChatFormat& format, SchedulerOptions opt, Metrics& metrics)
+    : model_(model), format_(format), tok_(format.tokenizer()), opt_(opt), metrics_(metrics) {
     if (opt_.parallel < 1) ds4::fail("--parallel {} must be at least 1", opt_.parallel);
     if (opt_.quantum < 1) ds4::fail("--mixed-prefill-quantum {} must be at least 1", opt_.quantum);
     if (opt_.session.prefill_chunk < 1) ds4::fail("prefill chunk {} must be positive", opt_.session.prefill_chunk);
@@ -138,7 +138,7 @@ void Scheduler::admit_locked() {
         ++busy_;
         s.job = std::move(job);
         ++metrics_.active;
-        s.out = std::make_unique<Generation>(*s.job, tok_, metrics_);
+        s.out = std::make_unique<Generation>(*s.job, format_, metrics_);
         s.fresh = true;  // start() runs outside the lock: it may read or write the disk cache
     }
 }
@@ -171,7 +171,7 @@ void Scheduler::start(Slot& s) {
     s.usage = Usage{.prompt = n, .cached = kept, .written = n - kept};
     s.last_prompt = n;
     if (disk_) {
-        const int64_t at = cold_store_point(job.prompt, opt_.kv.policy, tok_.special());
+        const int64_t at = cold_store_point(job.prompt, opt_.kv.policy, format_.markers());
         if (at > kept && at < n) s.store_at = at;
     }
 }
@@ -212,7 +212,7 @@ int64_t Scheduler::load_from_disk(Slot& s, int64_t keep) {
     if (control_tokens(tok_, cached) != control_tokens(tok_, job.prompt, text_bytes))
         return drop("its control tokens differ from the prompt's");
     std::vector<int32_t> prompt = cached;
-    const auto rest = chat::tokenize_prompt(tok_, rendered_suffix(job.rendered, text_bytes));
+    const auto rest = format_.tokenize(rendered_suffix(job.rendered, text_bytes));
     prompt.insert(prompt.end(), rest.begin(), rest.end());
     if (int64_t(prompt.size()) >= ctx) return drop("the prompt it leaves does not fit");
     s.gen->set_logits(std::move(logits));

@@ -69,7 +69,8 @@ struct SchedulerOptions {
 class Scheduler {
 public:
     // Allocates the slots' sequences (each sized for the whole context).
-    Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, SchedulerOptions opt, Metrics& metrics);
+    // `format` (the model's chat format, with its tokenizer) outlives the scheduler.
+    Scheduler(model::Model& model, const chat::ChatFormat& format, SchedulerOptions opt, Metrics& metrics);
     ~Scheduler();  // shutdown()
 
     enum class Submit { Queued, QueueFull, Stopping };
@@ -125,6 +126,7 @@ private:
     bool step();                                // one batched evaluation; false when idle
 
     model::Model& model_;
+    const chat::ChatFormat& format_;
     const tokenizer::Tokenizer& tok_;
     SchedulerOptions opt_;
     Metrics& metrics_;

@@ -3,12 +3,10 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "chat/output_parser.h"
-
 namespace ds4::server {
 
-ToolMemory::ToolMemory(size_t max_ids, size_t max_bytes)
-    : max_ids_(std::max<size_t>(max_ids, 1)), max_bytes_(max_bytes) {}
+ToolMemory::ToolMemory(BlockParser parse, size_t max_ids, size_t max_bytes)
+    : parse_(std::move(parse)), max_ids_(std::max<size_t>(max_ids, 1)), max_bytes_(max_bytes) {}
 
 void ToolMemory::put(const std::string& id, const std::string& block) {
     std::lock_guard lock(mutex_);
@@ -79,7 +77,7 @@ std::optional<std::string> ToolMemory::replay(const std::vector<chat::ToolCall>&
     for (const auto& c : calls) ids.push_back(c.id);
     auto block = block_for(ids);
     if (!block) return std::nullopt;
-    const chat::ParsedOutput p = chat::parse_output(*block, {.thinking = false, .tools = true});
+    const chat::ParsedOutput p = parse_(*block);
     if (p.malformed || p.unterminated || !p.content.empty() || p.tool_calls.size() != calls.size())
         return std::nullopt;
     for (size_t i = 0; i < calls.size(); ++i) {

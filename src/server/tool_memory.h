@@ -1,5 +1,5 @@
-// Exact tool replay (spec/PRODUCT.md §4.7): tool-call id -> the DSML text the model sampled
-// for the reply that made the call, so that when a client sends the call back in its history
+// Exact tool replay (spec/PRODUCT.md §4.7): tool-call id -> the tool-call text (V4: DSML) the
+// model sampled for the reply that made the call, so that when a client sends the call back in its history
 // the prompt holds those exact bytes instead of the canonical re-rendering (which may differ
 // in whitespace, attribute spelling or JSON formatting), and the live session's tokens stay a
 // prefix of the next prompt. The value of an id is the text that replaces the canonical
@@ -10,17 +10,20 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "chat/message.h"
+#include "chat/output.h"
 
 namespace ds4::server {
 
@@ -29,7 +32,11 @@ public:
     static constexpr size_t kDefaultMaxIds = 100000;
     static constexpr size_t kDefaultMaxBytes = size_t(512) << 20;
 
-    explicit ToolMemory(size_t max_ids = kDefaultMaxIds, size_t max_bytes = kDefaultMaxBytes);
+    // How the chat format reads a bare tool-call block back into its calls (ChatFormat::parse
+    // with {thinking = false, tools = true}): what replay() checks a block with.
+    using BlockParser = std::function<chat::ParsedOutput(std::string_view block)>;
+
+    explicit ToolMemory(BlockParser parse, size_t max_ids = kDefaultMaxIds, size_t max_bytes = kDefaultMaxBytes);
 
     // Remembers `id` -> `block` as the most recently used entry (replacing an older value of
     // the id); evicts the least recently used entries over the limits.
@@ -54,6 +61,7 @@ private:
     void evict_locked();
     void drop_locked(std::list<Entry>::iterator it);
 
+    BlockParser parse_;
     size_t max_ids_, max_bytes_;
     mutable std::mutex mutex_;
     std::list<Entry> lru_;  // front: most recently used

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/output_parser.h"
+#include "chat/output.h"
 #include "server/request.h"
 
 namespace ds4::server {

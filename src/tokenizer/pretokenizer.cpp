@@ -4,6 +4,8 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <span>
+#include <string_view>
 
 #include "common/error.h"
 #include "tokenizer/utf8.h"
@@ -15,8 +17,9 @@ namespace {
 // Unicode White_Space (§2.1): what \s means in the reference regexes. Not U+180E, U+200B, U+FEFF.
 #define DS4_WS "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
-// The three patterns of tokenizer.json's Split pre-tokenizers, in PCRE2 syntax.
-const char* const kJoyaiPatterns[] = {
+// "joyai-llm" = "deepseek-v3" (DeepSeek V3/V4): the three patterns of tokenizer.json's Split
+// pre-tokenizers, in PCRE2 syntax.
+const char* const kDeepseekV3Patterns[] = {
     "\\p{N}{1,3}",
     "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+"
@@ -26,6 +29,39 @@ const char* const kJoyaiPatterns[] = {
     "|[" DS4_WS "]+(?![^" DS4_WS "])"
     "|[" DS4_WS "]+",
 };
+
+// "glm4" = "chatglm-bpe": one GPT-4-style pattern (llama.cpp's LLAMA_VOCAB_PRE_TYPE_CHATGLM4,
+// the llama3 pattern): case-insensitive English contractions, letters with one optional
+// leading non-letter/non-digit, digits in threes, punctuation runs, newlines, spaces.
+const char* const kGlm4Patterns[] = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+    "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
+    "|\\p{N}{1,3}"
+    "| ?[^" DS4_WS "\\p{L}\\p{N}]+[\\r\\n]*"
+    "|[" DS4_WS "]*[\\r\\n]+"
+    "|[" DS4_WS "]+(?![^" DS4_WS "])"
+    "|[" DS4_WS "]+",
+};
+
+// The known pre-tokenizers: tokenizer.ggml.pre names -> regex stages. A new family's
+// pre-tokenizer is one more row (its regexes checked against llama.cpp's llama-vocab.cpp).
+constexpr std::string_view kDeepseekV3Names[] = {"joyai-llm", "deepseek-v3"};
+constexpr std::string_view kGlm4Names[] = {"glm4", "chatglm-bpe"};
+struct Known {
+    std::span<const std::string_view> names;
+    std::span<const char* const> patterns;
+};
+const Known kKnown[] = {
+    {kDeepseekV3Names, kDeepseekV3Patterns},
+    {kGlm4Names, kGlm4Patterns},
+};
+
+const Known* find_known(std::string_view name) {
+    for (const Known& k : kKnown)
+        for (std::string_view n : k.names)
+            if (n == name) return &k;
+    return nullptr;
+}
 #undef DS4_WS
 
 std::string pcre2_message(int code) {
@@ -41,15 +77,26 @@ struct PreTokenizer::Regex {
     ~Regex() { pcre2_code_free(code); }
 };
 
-bool PreTokenizer::supports(const std::string& name) {
-    return name == "joyai-llm" || name == "deepseek-v3";
+bool PreTokenizer::supports(const std::string& name) { return find_known(name) != nullptr; }
+
+std::string PreTokenizer::known_names() {
+    std::string out;
+    for (const Known& k : kKnown)
+        for (std::string_view n : k.names) {
+            if (!out.empty()) out += ", ";
+            out += '\'';
+            out += n;
+            out += '\'';
+        }
+    return out;
 }
 
 PreTokenizer::PreTokenizer(const std::string& name) {
-    if (!supports(name))
-        fail("tokenizer.ggml.pre '{}' is not supported (expected 'joyai-llm' or 'deepseek-v3')",
-             name);
-    for (const char* pattern : kJoyaiPatterns) {
+    const Known* known = find_known(name);
+    if (!known)
+        fail("tokenizer.ggml.pre '{}' is not a pre-tokenizer this build knows (known: {})", name,
+             known_names());
+    for (const char* pattern : known->patterns) {
         int err = 0;
         PCRE2_SIZE err_offset = 0;
         auto re = std::make_unique<Regex>();

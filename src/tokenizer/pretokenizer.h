@@ -1,6 +1,8 @@
-// The "joyai-llm" pre-tokenizer (= "deepseek-v3"; spec/TOKENIZER_CHAT.md §2.1 step 3): three regex
-// splits with "Isolated" behaviour run in sequence, each on every piece the previous one made:
-//   R1 \p{N}{1,3}   R2 [一-龥぀-ゟ゠-ヿ]+   R3 the six-alternative GPT-style word pattern.
+// The pre-tokenizer that tokenizer.ggml.pre names, from a table of known ones (pretokenizer.cpp):
+//   "joyai-llm" = "deepseek-v3" (spec/TOKENIZER_CHAT.md §2.1 step 3): three regex splits with
+//     "Isolated" behaviour run in sequence, each on every piece the previous one made:
+//     R1 \p{N}{1,3}   R2 [一-龥぀-ゟ゠-ヿ]+   R3 the six-alternative GPT-style word pattern.
+//   "glm4" = "chatglm-bpe": one split by the GPT-4-style pattern of llama.cpp's CHATGLM4.
 // Real Unicode semantics through PCRE2 (UTF + UCP), with \s/\S spelled out as the Unicode
 // White_Space property as HF's engine and llama.cpp use it (PCRE2's own \s also takes U+180E).
 // A piece's regex never sees past the piece: (?!\S) at a piece end is true.
@@ -19,8 +21,8 @@ namespace ds4::tokenizer {
 
 class PreTokenizer {
 public:
-    // `name` is tokenizer.ggml.pre; "joyai-llm" and "deepseek-v3" (the same regexes) are
-    // supported. Throws ds4::Error for any other name.
+    // `name` is tokenizer.ggml.pre. Throws ds4::Error naming it and the known names for a
+    // name the table does not hold.
     explicit PreTokenizer(const std::string& name);
     ~PreTokenizer();
     PreTokenizer(const PreTokenizer&) = delete;
@@ -31,6 +33,8 @@ public:
     void split(std::string_view text, std::vector<std::string_view>& pieces) const;
 
     static bool supports(const std::string& name);
+    // The known names, quoted and comma-separated (for error messages).
+    static std::string known_names();
 
 private:
     struct Regex;

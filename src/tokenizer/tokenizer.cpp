@@ -73,8 +73,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
              "has no usable vocabulary", f.path(), model);
     const std::string pre = f.get_string("tokenizer.ggml.pre");
     if (!PreTokenizer::supports(pre))
-        fail("{}: tokenizer.ggml.pre '{}' is not supported (expected 'joyai-llm' or "
-             "'deepseek-v3')", f.path(), pre);
+        fail("{}: tokenizer.ggml.pre '{}' is not a pre-tokenizer this build knows (known: {})",
+             f.path(), pre, PreTokenizer::known_names());
     std::unique_ptr<Tokenizer> t(new Tokenizer(pre));
 
     const gguf::Value& tokens = require_array(f, "tokenizer.ggml.tokens", true);
@@ -142,34 +142,41 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
                            Merge{uint32_t(r), result});  // the first (lowest) rank wins
     }
 
-    SpecialTokens& s = t->special_;
-    const std::pair<int32_t*, std::string_view> markers[] = {
-        {&s.bos, kBosText},     {&s.eos, kEosText},           {&s.user, kUserText},
-        {&s.assistant, kAssistantText}, {&s.think, kThinkText}, {&s.think_end, kThinkEndText},
-        {&s.dsml, kDsmlText},
-    };
-    for (const auto& [slot, text] : markers) {
-        *slot = t->find(text);
-        if (*slot < 0)
-            fail("{}: the vocabulary has no token '{}', which the chat format needs "
-                 "(tokenizer.ggml.tokens)", f.path(), text);
-        // The markers always decode to their text, whatever type the file gave them.
-        t->bytes_[size_t(*slot)] = std::string(text);
-        t->added_.emplace(t->tokens_[size_t(*slot)], *slot);
-    }
-    for (size_t i = 0; i < n; ++i) {
-        const TokenType ty = t->types_[i];
-        if ((ty == TokenType::Control || ty == TokenType::UserDefined) && !t->tokens_[i].empty())
-            t->added_.emplace(t->tokens_[i], int32_t(i));
-    }
-    for (const auto& [text, id] : t->added_) {
-        t->added_first_byte_[uint8_t(text[0])] = true;
-        if (std::find(t->added_lengths_.begin(), t->added_lengths_.end(), text.size()) ==
-            t->added_lengths_.end())
-            t->added_lengths_.push_back(text.size());
-    }
-    std::sort(t->added_lengths_.rbegin(), t->added_lengths_.rend());
+    t->read_special(f);
+    t->index_added();
     return t;
+}
+
+void Tokenizer::read_special(const gguf::File& f) {
+    const std::pair<int32_t*, const char*> keys[] = {
+        {&special_.bos, "tokenizer.ggml.bos_token_id"},
+        {&special_.eos, "tokenizer.ggml.eos_token_id"},
+        {&special_.pad, "tokenizer.ggml.padding_token_id"},
+        {&special_.unk, "tokenizer.ggml.unknown_token_id"},
+    };
+    for (const auto& [slot, key] : keys) {
+        const gguf::Value* v = f.find(key);
+        if (!v) continue;
+        const auto id = v->as_int();
+        if (!id || *id < 0 || *id >= n_vocab())
+            fail("{}: metadata key '{}' is not a token id in [0, {})", f.path(), key, n_vocab());
+        *slot = int32_t(*id);
+    }
+}
+
+// The added tokens Special::Match finds: every CONTROL and USER_DEFINED token.
+void Tokenizer::index_added() {
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+        const TokenType ty = types_[i];
+        if ((ty == TokenType::Control || ty == TokenType::UserDefined) && !tokens_[i].empty())
+            added_.emplace(tokens_[i], int32_t(i));
+    }
+    for (const auto& [text, id] : added_) {
+        added_first_byte_[uint8_t(text[0])] = true;
+        if (std::find(added_lengths_.begin(), added_lengths_.end(), text.size()) == added_lengths_.end())
+            added_lengths_.push_back(text.size());
+    }
+    std::sort(added_lengths_.rbegin(), added_lengths_.rend());
 }
 
 int32_t Tokenizer::find(std::string_view text) const {

@@ -1,18 +1,20 @@
-// Byte-level BPE tokenizer of DeepSeek V4 from GGUF metadata (spec/TOKENIZER_CHAT.md §1, §2):
-// tokenizer.ggml.tokens / token_type / merges, model "gpt2", pre "joyai-llm".
+// Byte-level BPE tokenizer from GGUF metadata (spec/TOKENIZER_CHAT.md §1, §2):
+// tokenizer.ggml.tokens / token_type / merges, model "gpt2", and the pre-tokenizer that
+// tokenizer.ggml.pre names (pretokenizer.h has the table of known ones).
+//
+// The tokenizer knows no chat format: its special tokens are what the file declares, BOS, EOS,
+// padding and unknown from tokenizer.ggml.*_token_id, and the added tokens from their token
+// types. A chat format's markers (chat/format.h) are resolved through find() by the format.
 //
 // encode(text, Special::Plain) treats every byte as text: control-token strings in user text
 // are tokenized as ordinary BPE (DS4's tokenize_text). encode(text, Special::Match) is for
-// trusted rendered chat text: added tokens (CONTROL and USER_DEFINED, plus the seven markers
-// the engine needs) are matched literally, leftmost and longest first, and the text between
-// them is tokenized as plain text (tokenize_rendered_chat).
+// trusted rendered chat text: added tokens (CONTROL and USER_DEFINED) are matched literally,
+// leftmost and longest first, and the text between them is tokenized as plain text
+// (tokenize_rendered_chat).
 //
 // decode() turns ids back into bytes: ordinary tokens through the byte-level alphabet, added
 // tokens as their literal text, UNUSED ids as nothing. A token can end inside a UTF-8
 // character; StreamDecoder (stream_decoder.h) holds such bytes back when streaming.
-//
-// The seven markers (BOS, EOS, <｜User｜>, <｜Assistant｜>, <think>, </think>, ｜DSML｜) are
-// looked up by string at load; a vocabulary without one of them is rejected with its name.
 #pragma once
 
 #include <cstdint>
@@ -37,18 +39,10 @@ enum class TokenType : int32_t {
     Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
 };
 
-// The marker strings of §1.2, exactly as stored in the vocabulary.
-inline constexpr std::string_view kBosText = "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
-inline constexpr std::string_view kEosText = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
-inline constexpr std::string_view kUserText = "<\xef\xbd\x9c" "User\xef\xbd\x9c>";
-inline constexpr std::string_view kAssistantText = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>";
-inline constexpr std::string_view kThinkText = "<think>";
-inline constexpr std::string_view kThinkEndText = "</think>";
-inline constexpr std::string_view kDsmlText = "\xef\xbd\x9c" "DSML\xef\xbd\x9c";
-
-// Ids of the markers the engine needs (V4: 0, 1, 128803, 128804, 128821, 128822, 128825).
+// The ids the file declares (tokenizer.ggml.bos_token_id, eos_token_id, padding_token_id,
+// unknown_token_id); -1 where the key is absent. EOS ends generation (engine::Engine).
 struct SpecialTokens {
-    int32_t bos = -1, eos = -1, user = -1, assistant = -1, think = -1, think_end = -1, dsml = -1;
+    int32_t bos = -1, eos = -1, pad = -1, unk = -1;
 };
 
 enum class Special { Plain, Match };
@@ -56,8 +50,9 @@ enum class Special { Plain, Match };
 class Tokenizer {
 public:
     // Reads the tokenizer.ggml.* keys of `file`. Throws ds4::Error naming the file and key on
-    // a missing or malformed key, an unsupported model/pre-tokenizer, a byte symbol or marker
-    // missing from the vocabulary, or a merge whose result is not a token.
+    // a missing or malformed key, an unsupported model or unknown pre-tokenizer, a special
+    // token id outside the vocabulary, a byte symbol missing from the vocabulary, or a merge
+    // whose result is not a token.
     static std::unique_ptr<Tokenizer> from_gguf(const gguf::File& file);
 
     // Token ids of `text` (no BOS is added). Thread-safe.
@@ -84,6 +79,8 @@ public:
 
 private:
     explicit Tokenizer(const std::string& pre);
+    void read_special(const gguf::File& f);
+    void index_added();
     void check_id(int32_t id) const;
     void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
     void bpe_piece(std::string_view piece, std::vector<int32_t>& out) const;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/deepseek4_format.h"
 #include "chat/prompt_tokens.h"
 #include "chat/render.h"
 #include "gguf/reader.h"
@@ -31,13 +32,22 @@ const tokenizer::Tokenizer& vocab() {
     return *tok;
 }
 
+// The V4 chat format's marker ids in vocab().
+const MarkerIds& markers() {
+    static const auto format = [] {
+        vocab();
+        return make_deepseek4_format(vocab());
+    }();
+    return format->markers();
+}
+
 // How often each marker id occurs in ids.
-std::map<int32_t, int> marker_counts(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& ids) {
-    const auto& s = tok.special();
+std::map<int32_t, int> marker_counts(const tokenizer::Tokenizer&, const std::vector<int32_t>& ids) {
+    const auto& s = markers();
     std::map<int32_t, int> n;
     for (int32_t id : ids)
         if (id == s.bos || id == s.eos || id == s.user || id == s.assistant || id == s.think ||
-            id == s.think_end || id == s.dsml)
+            id == s.think_end || id == s.tool)
             ++n[id];
     return n;
 }
@@ -76,8 +86,8 @@ TEST(PromptTokens, MarkersInClientTextStayPlain) {
     // Same structure, so the same markers: the hostile texts added none.
     EXPECT_EQ(marker_counts(tok, ids), marker_counts(tok, clean_ids));
     // Matching markers everywhere would have found many more (so the test can fail).
-    EXPECT_GT(marker_counts(tok, tok.encode(rendered.text, tokenizer::Special::Match))[tok.special().user],
-              marker_counts(tok, ids)[tok.special().user]);
+    EXPECT_GT(marker_counts(tok, tok.encode(rendered.text, tokenizer::Special::Match))[markers().user],
+              marker_counts(tok, ids)[markers().user]);
     // Nothing lost: the ids spell the rendered text.
     EXPECT_EQ(tok.decode(ids), rendered.text);
     EXPECT_EQ(rendered.text, render(bad, ro_hostile));

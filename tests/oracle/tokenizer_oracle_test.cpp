@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "chat/format.h"
 #include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "support/tool_run.h"
 #include "tokenize/corpus.h"
 #include "tokenizer/stream_decoder.h"
@@ -104,10 +106,10 @@ protected:
 
     // Ids of every string from llama.cpp and from the JS tokenizer.
     std::vector<std::vector<int32_t>> llama_ids(const std::vector<std::string>& strings,
-                                                bool parse_special) {
+                                                bool parse_special, const std::string& vocab = vocab_) {
         const std::string in = dir_->file("strings.bin"), out = dir_->file("llama.txt");
         write_strings(in, strings);
-        std::vector<std::string> argv = {oracle::binary("ds4-oracle"), "-m", vocab_,
+        std::vector<std::string> argv = {oracle::binary("ds4-oracle"), "-m", vocab,
                                          "--tokenize", in, "--out", out};
         if (parse_special) argv.push_back("--parse-special");
         const auto r = run_command(argv);
@@ -184,18 +186,22 @@ gguf::File* TokenizerOracle::file_ = nullptr;
 Tokenizer* TokenizerOracle::tok_ = nullptr;
 std::vector<std::string> TokenizerOracle::added_;
 
-// §1.2: the seven markers at their V4 ids, and the vocabulary layout of §1.1.
+// §1.2: the seven markers at their V4 ids (BOS / EOS from the metadata, the others resolved by
+// the V4 chat format), and the vocabulary layout of §1.1.
 TEST_F(TokenizerOracle, VocabularyLayoutAndMarkerIds) {
     EXPECT_EQ(tok_->n_vocab(), 129280);
     EXPECT_EQ(tok_->n_merges(), 127741u);
-    const auto& s = tok_->special();
+    EXPECT_EQ(tok_->special().bos, 0);
+    EXPECT_EQ(tok_->special().eos, 1);
+    const auto format = chat::ChatFormat::from_gguf(*file_, *tok_);
+    const auto& s = format->markers();
     EXPECT_EQ(s.bos, 0);
     EXPECT_EQ(s.eos, 1);
     EXPECT_EQ(s.user, 128803);
     EXPECT_EQ(s.assistant, 128804);
     EXPECT_EQ(s.think, 128821);
     EXPECT_EQ(s.think_end, 128822);
-    EXPECT_EQ(s.dsml, 128825);
+    EXPECT_EQ(s.tool, 128825);
     // Single bytes at 3..258: space, LF, TAB, CR as §1.1 lists them.
     EXPECT_EQ(tok_->encode(" "), std::vector<int32_t>{223});
     EXPECT_EQ(tok_->encode("\n"), std::vector<int32_t>{201});
@@ -255,6 +261,45 @@ TEST_F(TokenizerOracle, SeededCorpusMatchesBothOracles) {
         if (!has_added_token(s)) strings.push_back(std::move(s));
     ASSERT_GE(strings.size(), 5000u);
     compare_all(strings, Special::Plain, "seeded corpus");
+}
+
+// The "glm4" pre-tokenizer against llama.cpp's CHATGLM4 split: the same vocabulary with
+// tokenizer.ggml.pre = "glm4" (the pre-tokenizer is all that differs), on the hard cases and a
+// seeded corpus. llama.cpp is the only oracle here (the JS tokenizer is DeepSeek's).
+TEST_F(TokenizerOracle, Glm4PreTokenizerMatchesLlamaCpp) {
+    const std::string glm = dir_->file("vocab-glm4.gguf");
+    {
+        gguf::Writer w(glm);
+        for (const auto& [key, value] : file_->metadata()) {
+            if (key == "general.alignment") continue;
+            w.set(key, key == "tokenizer.ggml.pre" ? gguf::Value::str("glm4") : value);
+        }
+        w.begin_data();
+        w.finish();
+    }
+    const auto file = gguf::File::open(glm);
+    const auto tok = Tokenizer::from_gguf(*file);
+    std::vector<std::string> strings;
+    std::istringstream in(read_file(kDataDir / "hard_cases.jsonl"));
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) strings.push_back(nlohmann::json::parse(line).get<std::string>());
+    for (auto& s : oracle::tokcorpus::plain_corpus(20260522, 3000))
+        if (!has_added_token(s)) strings.push_back(std::move(s));
+    const auto llama = llama_ids(strings, false, glm);
+    ASSERT_EQ(llama.size(), strings.size());
+    size_t bad = 0, differs_from_deepseek = 0;
+    for (size_t i = 0; i < strings.size(); ++i) {
+        const auto ids = tok->encode(strings[i]);
+        if (ids != tok_->encode(strings[i])) ++differs_from_deepseek;
+        if (ids != llama[i] && ++bad <= 5)
+            ADD_FAILURE() << "string " << i << " " << nlohmann::json(strings[i]).dump()
+                          << "\n ours:  " << ids_string(ids) << "\n llama: " << ids_string(llama[i]);
+    }
+    EXPECT_EQ(bad, 0u);
+    // The corpus exercises what sets the two pre-tokenizers apart.
+    EXPECT_GT(differs_from_deepseek, strings.size() / 20);
+    std::printf("glm4: %zu strings, %zu tokenize differently from deepseek-v3, %zu mismatches vs llama.cpp\n",
+                strings.size(), differs_from_deepseek, bad);
 }
 
 TEST_F(TokenizerOracle, RenderedTextWithMarkersMatchesBothOracles) {

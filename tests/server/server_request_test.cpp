@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/output_parser.h"
 #include "server/generation.h"
 #include "server/http_reader.h"
 #include "server/ids.h"
@@ -528,7 +529,7 @@ TEST(ServerToolMemory, LruDedupAndReplayCheck) {
     const std::string block = "\n\n<" + d + "tool_calls>\n<" + d + "invoke name=\"f\">\n<" + d +
                               "parameter name=\"a\" string=\"false\"> 1 </" + d + "parameter>\n</" + d +
                               "invoke>\n<" + d + "invoke name=\"g\">\n\n</" + d + "invoke>\n</" + d + "tool_calls>";
-    ToolMemory m(3);
+    ToolMemory m([](std::string_view b) { return chat::parse_output(b, {.thinking = false, .tools = true}); }, 3);
     m.put("call_1", block);
     m.put("call_2", block);
     EXPECT_EQ(m.size(), 2u);

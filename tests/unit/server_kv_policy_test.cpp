@@ -10,8 +10,8 @@ namespace {
 
 constexpr int32_t kUser = 5, kAssistant = 6;
 
-tokenizer::SpecialTokens specials() {
-    tokenizer::SpecialTokens s;
+chat::MarkerIds specials() {
+    chat::MarkerIds s;
     s.user = kUser;
     s.assistant = kAssistant;
     return s;

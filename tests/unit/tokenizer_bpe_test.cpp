@@ -1,5 +1,7 @@
 // Tokenizer behaviour on small hand-made vocabularies written to GGUF: merge order, tie
-// breaking, added-token matching only in rendered text, decoding, streaming, load errors.
+// breaking, added-token matching only in rendered text, decoding, streaming, load errors, a
+// vocabulary of no chat format at all with another pre-tokenizer. (The V4 marker ids and the
+// errors for a vocabulary without them are the chat format's: chat_format_test.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,84 +9,27 @@
 #include <string>
 #include <vector>
 
+#include "chat/markers.h"
 #include "common/error.h"
-#include "gguf/reader.h"
-#include "gguf/writer.h"
-#include "tokenizer/byte_level.h"
+#include "support/vocab_gguf.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace ds4::tokenizer {
 namespace {
 
-using gguf::Value;
 using Ids = std::vector<int32_t>;
+using test::sym;
+using test::VocabSpec;
 
-// ids 0..255: the byte symbols in byte order; then the markers; then `extra` tokens.
-struct VocabSpec {
-    std::string model = "gpt2";
-    std::string pre = "joyai-llm";
-    std::vector<std::pair<std::string, TokenType>> extra;
-    std::vector<std::string> merges;
-    std::vector<std::string> skip_markers;  // markers left out
-    bool drop_byte_A = false;
-};
-
-std::string sym(uint8_t b) {
-    std::string s;
-    append_utf8(s, byte_to_codepoint(b));
-    return s;
-}
-
+// Vocabularies of tests/support/vocab_gguf.h: byte symbols, the V4 markers (unless a test
+// leaves them out), then the spec's extra tokens.
 class TokenizerBpe : public ::testing::Test {
 protected:
-    void TearDown() override { std::filesystem::remove(path_); }
+    std::unique_ptr<Tokenizer> load(const VocabSpec& v) { return vocab_.load(v); }
+    int32_t id(const std::string& text) const { return vocab_.id(text); }
 
-    std::unique_ptr<Tokenizer> load(const VocabSpec& v) {
-        std::vector<std::string> tokens;
-        std::vector<int32_t> types;
-        for (int b = 0; b < 256; ++b) {
-            tokens.push_back(v.drop_byte_A && b == 'A' ? "[no A]" : sym(uint8_t(b)));
-            types.push_back(int32_t(TokenType::Normal));
-        }
-        const std::pair<std::string_view, TokenType> markers[] = {
-            {kBosText, TokenType::Control},   {kEosText, TokenType::Control},
-            {kUserText, TokenType::Control},  {kAssistantText, TokenType::Control},
-            {kThinkText, TokenType::UserDefined}, {kThinkEndText, TokenType::UserDefined},
-            {kDsmlText, TokenType::UserDefined},
-        };
-        for (const auto& [text, type] : markers) {
-            if (std::find(v.skip_markers.begin(), v.skip_markers.end(), text) != v.skip_markers.end())
-                continue;
-            ids_[std::string(text)] = int32_t(tokens.size());
-            tokens.emplace_back(text);
-            types.push_back(int32_t(type));
-        }
-        for (const auto& [text, type] : v.extra) {
-            ids_[text] = int32_t(tokens.size());
-            tokens.push_back(text);
-            types.push_back(int32_t(type));
-        }
-        {
-            gguf::Writer w(path_);
-            w.set("tokenizer.ggml.model", Value::str(v.model));
-            w.set("tokenizer.ggml.pre", Value::str(v.pre));
-            w.set("tokenizer.ggml.tokens", Value::array_str(tokens));
-            w.set("tokenizer.ggml.token_type", Value::array_i32(types));
-            w.set("tokenizer.ggml.merges", Value::array_str(v.merges));
-            w.begin_data();
-            w.finish();
-        }
-        file_ = gguf::File::open(path_);
-        return Tokenizer::from_gguf(*file_);
-    }
-    int32_t id(const std::string& text) const { return ids_.at(text); }
-
-    std::string path_ = (std::filesystem::temp_directory_path() /
-                         ("ds4-tok-" + std::to_string(::getpid()) + ".gguf")).string();
-    std::unique_ptr<gguf::File> file_;
-    std::map<std::string, int32_t> ids_;
+    test::VocabFile vocab_;
 };
 
 VocabSpec abc_vocab() {
@@ -114,10 +59,10 @@ TEST_F(TokenizerBpe, LowestRankFirstLeftmostOnTies) {
 
 TEST_F(TokenizerBpe, MarkersMatchOnlyInRenderedText) {
     const auto t = load(abc_vocab());
-    const std::string text = std::string(kUserText) + "ab<think>aa" + std::string(kDsmlText) + "<｜fim▁hole｜>";
+    const std::string kUserText(chat::kUser), kDsmlText(chat::kDsml);
+    const std::string text = kUserText + "ab<think>aa" + kDsmlText + "<｜fim▁hole｜>";
     EXPECT_EQ(t->encode(text, Special::Match),
-              (Ids{id(std::string(kUserText)), id("ab"), id("<think>"), id("aa"),
-                   id(std::string(kDsmlText)), id("<｜fim▁hole｜>")}));
+              (Ids{id(kUserText), id("ab"), id("<think>"), id("aa"), id(kDsmlText), id("<｜fim▁hole｜>")}));
     const Ids plain = t->encode(text, Special::Plain);
     for (int32_t i : plain)
         EXPECT_FALSE(t->token_type(i) == TokenType::Control || t->token_type(i) == TokenType::UserDefined)
@@ -127,14 +72,43 @@ TEST_F(TokenizerBpe, MarkersMatchOnlyInRenderedText) {
     // Longest match at one position: "</think>" rather than "<" ... ; a partial marker is text.
     EXPECT_EQ(t->encode("</think>", Special::Match), (Ids{id("</think>")}));
     EXPECT_EQ(t->encode("<think", Special::Match), t->encode("<think", Special::Plain));
+    // BOS and EOS are the ids tokenizer.ggml.{bos,eos}_token_id declare.
     const auto& s = t->special();
-    EXPECT_EQ(s.bos, id(std::string(kBosText)));
-    EXPECT_EQ(s.eos, id(std::string(kEosText)));
-    EXPECT_EQ(s.user, id(std::string(kUserText)));
-    EXPECT_EQ(s.assistant, id(std::string(kAssistantText)));
-    EXPECT_EQ(s.think, id("<think>"));
-    EXPECT_EQ(s.think_end, id("</think>"));
-    EXPECT_EQ(s.dsml, id(std::string(kDsmlText)));
+    EXPECT_EQ(s.bos, id(std::string(chat::kBos)));
+    EXPECT_EQ(s.eos, id(std::string(chat::kEos)));
+    EXPECT_EQ(s.pad, -1);
+    EXPECT_EQ(s.unk, -1);
+}
+
+// The tokenizer knows no chat format: a vocabulary with no V4 marker (and no BOS / EOS keys)
+// loads, and tokenizes with the pre-tokenizer tokenizer.ggml.pre names ("glm4" here: one
+// GPT-4-style split, where DeepSeek's splits CJK runs and digits in stages).
+TEST_F(TokenizerBpe, LoadsAVocabularyWithoutChatMarkers) {
+    VocabSpec v = abc_vocab();
+    v.markers = {{"<|user|>", TokenType::Control}, {"<|assistant|>", TokenType::Control}};
+    // "a" + the first byte of 我 (E6 88 91): a merge only a pre-tokenizer that keeps "a我" in
+    // one piece can apply.
+    v.extra.push_back({"a" + sym(0xE6), TokenType::Normal});
+    v.merges.push_back("a " + sym(0xE6));
+    v.pre = "glm4";
+    auto t = load(v);
+    EXPECT_EQ(t->special().bos, -1);
+    EXPECT_EQ(t->special().eos, -1);
+    EXPECT_EQ(t->find(std::string(chat::kUser)), -1);
+    EXPECT_EQ(t->encode("abc"), (Ids{'a', id("bc")}));
+    // glm4 (one GPT-4-style split) keeps letters and CJK together; DeepSeek's stage R2
+    // isolates the CJK run, so the merge cannot apply there.
+    EXPECT_EQ(t->encode("a我"), (Ids{id("a" + sym(0xE6)), 0x88, 0x91}));
+    EXPECT_EQ(t->encode("<|user|>aa<|assistant|>", Special::Match),
+              (Ids{id("<|user|>"), id("aa"), id("<|assistant|>")}));
+    EXPECT_EQ(t->decode(t->encode("<|user|>aa", Special::Plain)), "<|user|>aa");
+    v.pre = "deepseek-v3";
+    t = load(v);
+    EXPECT_EQ(t->encode("a我"), (Ids{'a', 0xE6, 0x88, 0x91}));
+
+    // The special ids are whatever the metadata declares.
+    v.eos = "<|assistant|>";
+    EXPECT_EQ(load(v)->special().eos, id("<|assistant|>"));
 }
 
 TEST_F(TokenizerBpe, DecodeBytesAndStreaming) {
@@ -180,12 +154,7 @@ TEST_F(TokenizerBpe, LoadErrorsNameTheProblem) {
     v = abc_vocab();
     v.pre = "llama3";
     expect_error(v, "llama3");
-    v = abc_vocab();
-    v.skip_markers = {std::string(kThinkText)};
-    expect_error(v, "<think>");
-    v = abc_vocab();
-    v.skip_markers = {std::string(kDsmlText)};
-    expect_error(v, std::string(kDsmlText));
+    expect_error(v, "'glm4'");  // the message lists the known pre-tokenizers
     v = abc_vocab();
     v.merges.push_back("b b");  // "bb" is not a token
     expect_error(v, "merges[6]");

@@ -86,5 +86,42 @@ TEST(TokenizerPretokenizer, UnknownNameIsRejected) {
     EXPECT_NO_THROW(PreTokenizer("deepseek-v3"));
 }
 
+TEST(TokenizerPretokenizer, UnknownNameErrorNamesItAndTheKnownOnes) {
+    try {
+        PreTokenizer("qwen2");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("'qwen2'"), std::string::npos) << m;
+        for (const char* known : {"'joyai-llm'", "'deepseek-v3'", "'glm4'", "'chatglm-bpe'"})
+            EXPECT_NE(m.find(known), std::string::npos) << m;
+    }
+}
+
+// "glm4" (= "chatglm-bpe"): llama.cpp's CHATGLM4 pattern, one split; pieces worked out by hand
+// from the regex of src/llama-vocab.cpp.
+std::vector<std::string> glm4_pieces(const std::string& text) {
+    static const PreTokenizer pre("chatglm-bpe");
+    std::vector<std::string_view> v;
+    pre.split(text, v);
+    return {v.begin(), v.end()};
+}
+
+TEST(TokenizerPretokenizer, Glm4Pattern) {
+    // The same as DeepSeek's where the patterns agree.
+    EXPECT_EQ(glm4_pieces("    int x = 42;\n"), (P{"   ", " int", " x", " =", " ", "42", ";\n"}));
+    EXPECT_EQ(glm4_pieces("1234567 apples"), (P{"123", "456", "7", " apples"}));
+    EXPECT_EQ(glm4_pieces("I've got $100."), (P{"I", "'ve", " got", " $", "100", "."}));
+    EXPECT_EQ(glm4_pieces("a  b\n\n  c"), (P{"a", " ", " b", "\n\n", " ", " c"}));
+    // Contractions in either case; a letter run takes one leading non-letter, non-digit.
+    EXPECT_EQ(glm4_pieces("WHAT'S it'd"), (P{"WHAT", "'S", " it", "'d"}));
+    EXPECT_EQ(glm4_pieces("#include"), (P{"#include"}));
+    // No CJK stage: letters of every script are one run (DeepSeek splits 我想在 | apple | 工作).
+    EXPECT_EQ(glm4_pieces("我想在apple工作"), (P{"我想在apple工作"}));
+    EXPECT_EQ(pieces("我想在apple工作"), (P{"我想在", "apple", "工作"}));
+    // Combining marks are not letters here: "é" as e + U+0301 splits.
+    EXPECT_EQ(glm4_pieces("e\xcc\x81t"), (P{"e", "\xcc\x81t"}));
+}
+
 }  // namespace
 }  // namespace ds4::tokenizer

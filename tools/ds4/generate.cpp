@@ -46,7 +46,8 @@ int run_generate(const Options& o) {
         chat::effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Max)
         std::fprintf(stderr, "ds4: --think-max needs --ctx >= %lld; thinking as --think\n",
                      (long long)chat::kThinkMaxMinContext);
-    const std::vector<int32_t> prompt = one_turn_tokens(*tok, one_turn(o, user));
+    const auto format = chat::ChatFormat::from_gguf(model->file(), *tok);
+    const std::vector<int32_t> prompt = one_turn_tokens(*format, one_turn(o, user));
     if (int64_t(prompt.size()) >= o.ctx)
         fail("the prompt is {} tokens but the context holds {} (raise --ctx)", prompt.size(), o.ctx);
 

@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/markers.h"
-#include "chat/prompt_tokens.h"
+#include "chat/format.h"
 #include "common/error.h"
 #include "common/file_io.h"
 #include "engine/engine.h"
@@ -74,6 +73,7 @@ public:
     Chat(const Options& o) : o_(o), ctx_(o.ctx), thinking_(o.thinking) {
         model_ = open_model(o, streaming_);
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
+        format_ = chat::ChatFormat::from_gguf(model_->file(), *tok_);
         identity_ = model::identity(*model_);
         model::check_trained_context(*model_, ctx_, "--ctx");
         restart(ctx_);
@@ -203,26 +203,20 @@ private:
     }
 
     // The transcript with the user's new turn appended: the whole one-turn prompt first, then
-    // the previous reply's closing EOS and <｜User｜>text<｜Assistant｜><think> (or </think>).
+    // the format's next user turn (V4: the previous reply's closing EOS and
+    // <｜User｜>text<｜Assistant｜><think> or </think>).
     std::vector<int32_t> with_user_turn(const std::string& text, chat::ThinkingMode mode) const {
         if (transcript_.empty())
-            return one_turn_tokens(*tok_, {.system = o_.system, .user = text, .thinking = mode,
-                                           .context_size = ctx_});
-        chat::RenderedPrompt p;
-        p.text = std::string(chat::kUser);
-        p.untrusted.push_back({p.text.size(), text.size()});
-        p.text += text;
-        p.text += chat::kAssistant;
-        p.text += mode == chat::ThinkingMode::Off ? chat::kThinkEnd : chat::kThinkStart;
+            return one_turn_tokens(*format_, {.system = o_.system, .user = text, .thinking = mode,
+                                              .context_size = ctx_});
         std::vector<int32_t> ids = transcript_;
-        ids.push_back(tok_->special().eos);
-        const auto suffix = chat::tokenize_prompt(*tok_, p);
+        const auto suffix = format_->tokenize(format_->next_user_turn(text, mode));
         ids.insert(ids.end(), suffix.begin(), suffix.end());
         return ids;
     }
 
     void turn(const std::string& text) {
-        const auto mode = chat::effective_thinking(thinking_, ctx_);
+        const auto mode = format_->effective_thinking(thinking_, ctx_);
         const std::vector<int32_t> prompt = with_user_turn(text, mode);
         if (int64_t(prompt.size()) >= ctx_) {
             std::fprintf(stderr, "ds4: this message needs %zu tokens of context but there are %lld "
@@ -270,6 +264,7 @@ private:
     std::unique_ptr<streaming::Attachment> streaming_;  // --ssd-streaming, --expert-profile
     std::unique_ptr<model::Model> model_;
     std::unique_ptr<tokenizer::Tokenizer> tok_;
+    std::unique_ptr<chat::ChatFormat> format_;  // bound to *tok_
     std::unique_ptr<engine::Engine> engine_;
     std::vector<int32_t> transcript_;  // every token of the conversation so far
     kvcache::ModelId identity_{};      // model::identity, for /save and /load

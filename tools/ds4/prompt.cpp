@@ -1,18 +1,22 @@
 #include "prompt.h"
 
 #include "chat/message.h"
-#include "chat/prompt_tokens.h"
 
 namespace ds4::cli {
 
-std::vector<int32_t> one_turn_tokens(const tokenizer::Tokenizer& tok, const OneTurn& turn) {
+std::vector<int32_t> one_turn_tokens(const chat::ChatFormat& format, const OneTurn& turn) {
     std::vector<chat::Message> messages;
-    if (!turn.system.empty()) messages.push_back({.role = chat::Role::System, .content = turn.system});
-    messages.push_back({.role = chat::Role::User, .content = turn.user});
+    auto add = [&](chat::Role role, const std::string& content) {
+        messages.emplace_back();
+        messages.back().role = role;
+        messages.back().content = content;
+    };
+    if (!turn.system.empty()) add(chat::Role::System, turn.system);
+    add(chat::Role::User, turn.user);
     chat::RenderOptions ro;
     ro.thinking = turn.thinking;
     ro.context_size = turn.context_size;
-    return chat::tokenize_prompt(tok, chat::render_prompt(messages, ro));
+    return format.tokenize(format.render(messages, ro));
 }
 
 }  // namespace ds4::cli

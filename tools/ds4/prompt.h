@@ -1,18 +1,15 @@
 // The one-turn chat prompt of the ds4 CLI (spec/PRODUCT.md §2.5): [system] + user message, rendered by
-// src/chat, then tokenized so that only the renderer's own text can produce control tokens.
-// The system and user texts are untrusted: a user who types "<｜User｜>" gets plain-text tokens,
-// never the marker (DS4's tokenize_rendered_chat matches markers, its user text path does not).
+// the model's chat format (chat/format.h), then tokenized so that only the renderer's own text can
+// produce control tokens. The system and user texts are untrusted: a user who types "<｜User｜>"
+// gets plain-text tokens, never the marker (DS4's tokenize_rendered_chat matches markers, its
+// user text path does not).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "chat/render.h"
-
-namespace ds4::tokenizer {
-class Tokenizer;
-}
+#include "chat/format.h"
 
 namespace ds4::cli {
 
@@ -23,8 +20,8 @@ struct OneTurn {
     int64_t context_size = 0;  // for the Think Max gate
 };
 
-// Renders `turn` (with the generation prompt) and tokenizes it (chat/prompt_tokens.h): markers
-// are matched in the renderer's text only, never in the system or user text.
-std::vector<int32_t> one_turn_tokens(const tokenizer::Tokenizer& tok, const OneTurn& turn);
+// Renders `turn` (with the generation prompt) in `format` and tokenizes it: markers are matched
+// in the renderer's text only, never in the system or user text.
+std::vector<int32_t> one_turn_tokens(const chat::ChatFormat& format, const OneTurn& turn);
 
 }  // namespace ds4::cli

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "chat/format.h"
 #include "common/error.h"
 #include "common/file_io.h"
 #include "gguf/reader.h"
@@ -33,8 +34,9 @@ int run_dump_tokens(const Options& o) {
     const std::string text = read_prompt(o);
     const auto file = gguf::File::open(o.model);
     const auto tok = tokenizer::Tokenizer::from_gguf(*file);
-    const std::vector<int32_t> ids =
-        o.raw ? tok->encode(text, tokenizer::Special::Plain) : one_turn_tokens(*tok, one_turn(o, text));
+    const std::vector<int32_t> ids = o.raw ? tok->encode(text, tokenizer::Special::Plain)
+                                           : one_turn_tokens(*chat::ChatFormat::from_gguf(*file, *tok),
+                                                             one_turn(o, text));
     std::string line;
     for (size_t i = 0; i < ids.size(); ++i) {
         if (i) line += ' ';
