@@ -53,9 +53,10 @@ int run_generate(const Options& o) {
 
     engine::Engine e(*model, *tok, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
     TurnOptions t;
+    t.format = format.get();
     t.sampling = sampler_params(o);
     if (o.n_given) t.max_tokens = o.n_predict;
-    t.thinking = chat::effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Off;
+    t.thinking = format->effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Off;
     t.progress = isatty(STDERR_FILENO) != 0;
     const TurnResult r = run_turn(e, prompt, t);
     if (r.generation.reason == engine::StopReason::ContextFull)

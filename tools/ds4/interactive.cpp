@@ -225,6 +225,7 @@ private:
             return;
         }
         TurnOptions t;
+        t.format = format_.get();
         t.sampling = sampler_params(o_);
         if (o_.n_given) t.max_tokens = o_.n_predict;
         t.thinking = mode != chat::ThinkingMode::Off;

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "chat/output_parser.h"
+#include "common/error.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace ds4::cli {
@@ -60,7 +60,8 @@ TurnResult run_turn(engine::Engine& e, const std::vector<int32_t>& transcript, c
     if (r.prefill.cancelled) return r;
     r.prefill_done = true;
 
-    chat::OutputParser parser({.thinking = o.thinking, .tools = false});
+    if (!o.format) fail("run_turn: no chat format");
+    const std::unique_ptr<chat::StreamParser> parser = o.format->new_parser({.thinking = o.thinking, .tools = false});
     tokenizer::StreamDecoder decoder(e.tokenizer());
     Printer printer(isatty(STDOUT_FILENO) != 0);
     std::vector<chat::OutputEvent> events;
@@ -68,13 +69,13 @@ TurnResult run_turn(engine::Engine& e, const std::vector<int32_t>& transcript, c
                               [&](int32_t id) {
                                   r.emitted.push_back(id);
                                   events.clear();
-                                  parser.feed(decoder.push(id), events);
+                                  parser->feed(decoder.push(id), events);
                                   printer.print(events);
                                   return true;
                               });
     events.clear();
-    parser.feed(decoder.flush(), events);
-    parser.finish(events);
+    parser->feed(decoder.flush(), events);
+    parser->finish(events);
     printer.print(events);
     printer.end();
     return r;

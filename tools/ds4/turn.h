@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "chat/format.h"
 #include "engine/engine.h"
 
 namespace ds4::cli {
 
 struct TurnOptions {
+    const chat::ChatFormat* format = nullptr;  // the model's text format: its reply parser
     sampling::SamplerParams sampling;
     int64_t max_tokens = INT64_MAX;
     bool thinking = true;                      // the prompt ends with <think>
