@@ -1,4 +1,4 @@
-// AVX2 sink attention (attention_simd.h over 8-float vectors; tails masked) and indexer scores
+// AVX2 attention (attention_simd.h over 8-float vectors; tails masked) and indexer scores
 // (indexer_simd.h).
 #include <immintrin.h>
 
@@ -33,9 +33,10 @@ struct V8 {
 
 }  // namespace
 
-void attend_heads(const float* q, int n_head, int head_dim, const float* const* rows,
-                  int64_t n_rows, const float* sinks, float scale, float* out, float* scratch) {
-    ::attend_heads<V8>(q, n_head, head_dim, rows, n_rows, sinks, scale, out, scratch);
+void attend_heads(const float* q, int n_head, const AttentionRows& rows, const float* sinks, float scale,
+                  float* out, float* scratch) {
+    const ::AttnRows r{rows.keys, rows.values, rows.n_rows, rows.key_dim, rows.value_dim};
+    ::attend_heads<V8>(q, n_head, r, sinks, scale, out, scratch);
 }
 
 // 2 rows x 4 head vectors: 8 accumulators of the 16 registers.

@@ -1,5 +1,5 @@
-// AVX-512 sink attention (attention_simd.h over 16-float vectors; tails masked) and indexer
-// scores (indexer_simd.h).
+// AVX-512 attention (attention_simd.h over 16-float vectors; tails masked) and indexer scores
+// (indexer_simd.h).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -31,9 +31,10 @@ struct V16 {
 
 }  // namespace
 
-void attend_heads(const float* q, int n_head, int head_dim, const float* const* rows,
-                  int64_t n_rows, const float* sinks, float scale, float* out, float* scratch) {
-    ::attend_heads<V16>(q, n_head, head_dim, rows, n_rows, sinks, scale, out, scratch);
+void attend_heads(const float* q, int n_head, const AttentionRows& rows, const float* sinks, float scale,
+                  float* out, float* scratch) {
+    const ::AttnRows r{rows.keys, rows.values, rows.n_rows, rows.key_dim, rows.value_dim};
+    ::attend_heads<V16>(q, n_head, r, sinks, scale, out, scratch);
 }
 
 // 4 rows x 4 head vectors: 16 accumulators, 64 heads (Flash) in one pass.

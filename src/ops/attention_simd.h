@@ -1,9 +1,9 @@
-// The SIMD body of sink attention, written once over a vector-traits type V (AVX2: 8 floats,
+// The SIMD body of attention (keys of key_dim, values of value_dim, optional sink), written once over a vector-traits type V (AVX2: 8 floats,
 // AVX-512: 16) and included by attention_avx2.cpp / attention_avx512.cpp, each compiled with
 // its own instruction-set flags (hence the anonymous namespace: one private copy per file).
 //
-// MQA: all heads share the rows, so heads are processed in blocks of up to 4 and each row
-// chunk is loaded once per block: QK as NH dot products for 4 rows at once (sharing the q
+// All heads share the rows (MQA, or MLA's latent rows), so heads are processed in blocks of up
+// to 4 and each row chunk is loaded once per block: QK as NH dot products for 4 rows at once (sharing the q
 // loads), PV as NH x 4-vector tiles of the output accumulated over tiles of rows. Per
 // (position, head) the operation order is fixed, so any split of heads or positions over
 // threads gives the same bits.
@@ -112,15 +112,15 @@ void pv_block(const float* p /* [NH][n_rows] */, int hd, const float* const* row
     }
 }
 
-// softmax over each head's logits with its sink in the denominator only: p = exp(l - mx),
-// inv = 1 / (exp(sink - mx) + sum p).
+// softmax over each head's logits with its sink (when there is one) in the denominator only:
+// p = exp(l - mx), inv = 1 / (exp(sink - mx) + sum p). Without a sink, n_rows >= 1.
 template <int NH>
 void softmax_block(float* l, int64_t n_rows, const float* sinks, float* inv) {
     for (int h = 0; h < NH; ++h) {
         float* lh = l + h * n_rows;
-        float mx = sinks[h];
+        float mx = sinks ? sinks[h] : -INFINITY;
         for (int64_t s = 0; s < n_rows; ++s) mx = std::max(mx, lh[s]);
-        float denom = std::exp(sinks[h] - mx);
+        float denom = sinks ? std::exp(sinks[h] - mx) : 0.0f;
         for (int64_t s = 0; s < n_rows; ++s) {
             lh[s] = std::exp(lh[s] - mx);
             denom += lh[s];
@@ -129,13 +129,23 @@ void softmax_block(float* l, int64_t n_rows, const float* sinks, float* inv) {
     }
 }
 
+// The problem of one call: q [n_head][kd], out [n_head][vd].
+struct AttnRows {
+    const float* const* keys;    // [n_rows] -> [kd]
+    const float* const* values;  // [n_rows] -> [vd]
+    int64_t n_rows;
+    int kd, vd;
+};
+
+// The sinks of heads h.. (none when sinks is null).
+inline const float* sinks_from(const float* sinks, int h) { return sinks ? sinks + h : nullptr; }
+
 template <class V, int NH>
-void heads_block(const float* q, int hd, const float* const* rows, int64_t n_rows,
-                 const float* sinks, float scale, float* out, float* scratch) {
+void heads_block(const float* q, const AttnRows& r, const float* sinks, float scale, float* out, float* scratch) {
     float inv[NH];
-    qk_block<V, NH>(q, hd, rows, 0, n_rows, n_rows, scale, scratch);
-    softmax_block<NH>(scratch, n_rows, sinks, inv);
-    pv_block<V, NH>(scratch, hd, rows, 0, n_rows, n_rows, inv, out);
+    qk_block<V, NH>(q, r.kd, r.keys, 0, r.n_rows, r.n_rows, scale, scratch);
+    softmax_block<NH>(scratch, r.n_rows, sinks, inv);
+    pv_block<V, NH>(scratch, r.vd, r.values, 0, r.n_rows, r.n_rows, inv, out);
 }
 
 // Heads in blocks of 4 (then singles). Up to 512 KB of rows (256 at head_dim 512), which stay
@@ -145,34 +155,38 @@ void heads_block(const float* q, int hd, const float* const* rows, int64_t n_row
 // set of rows was streamed from L3 16 times; attention_bench at 640 and 1152 rows: +15-20%):
 // QK of every head, then the softmaxes, then PV, scratch holding n_head x n_rows logits and
 // then the n_head softmax normalizers. Either way, per (head, row) and (head, column) the
-// operations and their order are those of one head at a time.
+// operations and their order are those of one head at a time. (Spans are sized by the wider of
+// key and value rows.)
 template <class V>
-void attend_heads(const float* q, int n_head, int hd, const float* const* rows, int64_t n_rows,
-                  const float* sinks, float scale, float* out, float* scratch) {
-    const int64_t span = std::max<int64_t>(32, (int64_t(256) << 10) / (int64_t(hd) * 4));
+void attend_heads(const float* q, int n_head, const AttnRows& r, const float* sinks, float scale, float* out,
+                  float* scratch) {
+    const int kd = r.kd, vd = r.vd;
+    const int64_t n_rows = r.n_rows;
+    const int64_t span = std::max<int64_t>(32, (int64_t(256) << 10) / (int64_t(std::max(kd, vd)) * 4));
     const int full = n_head / 4 * 4;
     if (n_rows <= 2 * span) {
         for (int h = 0; h < full; h += 4)
-            heads_block<V, 4>(q + h * hd, hd, rows, n_rows, sinks + h, scale, out + h * hd, scratch);
+            heads_block<V, 4>(q + h * kd, r, sinks_from(sinks, h), scale, out + h * vd, scratch);
         for (int h = full; h < n_head; ++h)
-            heads_block<V, 1>(q + h * hd, hd, rows, n_rows, sinks + h, scale, out + h * hd, scratch);
+            heads_block<V, 1>(q + h * kd, r, sinks_from(sinks, h), scale, out + h * vd, scratch);
         return;
     }
     for (int64_t r0 = 0; r0 < n_rows; r0 += span) {
         const int64_t r1 = std::min(n_rows, r0 + span);
         for (int h = 0; h < full; h += 4)
-            qk_block<V, 4>(q + h * hd, hd, rows, r0, r1, n_rows, scale, scratch + h * n_rows);
+            qk_block<V, 4>(q + h * kd, kd, r.keys, r0, r1, n_rows, scale, scratch + h * n_rows);
         for (int h = full; h < n_head; ++h)
-            qk_block<V, 1>(q + h * hd, hd, rows, r0, r1, n_rows, scale, scratch + h * n_rows);
+            qk_block<V, 1>(q + h * kd, kd, r.keys, r0, r1, n_rows, scale, scratch + h * n_rows);
     }
     float* invs = scratch + n_head * n_rows;
-    for (int h = 0; h < n_head; ++h) softmax_block<1>(scratch + h * n_rows, n_rows, sinks + h, invs + h);
+    for (int h = 0; h < n_head; ++h)
+        softmax_block<1>(scratch + h * n_rows, n_rows, sinks_from(sinks, h), invs + h);
     for (int64_t r0 = 0; r0 < n_rows; r0 += span) {
         const int64_t r1 = std::min(n_rows, r0 + span);
         for (int h = 0; h < full; h += 4)
-            pv_block<V, 4>(scratch + h * n_rows, hd, rows, r0, r1, n_rows, invs + h, out + h * hd);
+            pv_block<V, 4>(scratch + h * n_rows, vd, r.values, r0, r1, n_rows, invs + h, out + h * vd);
         for (int h = full; h < n_head; ++h)
-            pv_block<V, 1>(scratch + h * n_rows, hd, rows, r0, r1, n_rows, invs + h, out + h * hd);
+            pv_block<V, 1>(scratch + h * n_rows, vd, r.values, r0, r1, n_rows, invs + h, out + h * vd);
     }
 }
 

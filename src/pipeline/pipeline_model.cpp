@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "dist/activation.h"
+#include "model/blocks/batch_check.h"
 #include "model/state_file.h"
 
 namespace ds4::pipeline {
@@ -260,18 +261,11 @@ void PipelineModel::load_state(std::span<const uint8_t> bytes, model::Sequence& 
 }
 
 void PipelineModel::eval(model::Batch b) {
-    // Everything is checked before anything runs, as the local models do.
-    for (const model::BatchItem& it : b) {
-        const auto* ps = dynamic_cast<const PipelineSequence*>(it.seq);
-        if (!ps || &ps->owner_ != this) fail("batch: a sequence of another model");
-        const int64_t n = int64_t(it.tokens.size());
-        if (n == 0) fail("batch: nothing to evaluate for a sequence");
-        if (ps->pos() + n > ps->options().ctx)
-            fail("context exceeded: {} tokens + {} new > context size {}", ps->pos(), n, ps->options().ctx);
-        for (int32_t t : it.tokens)
-            if (t < 0 || uint32_t(t) >= info_.n_vocab) fail("token id {} out of range [0, {})", t, info_.n_vocab);
-        if (it.want != model::Logits::None && !it.logits) fail("batch: logits wanted but no buffer");
-    }
+    // Everything is checked before anything runs, as the local models do (the same checks).
+    blocks::check_batch(b, info_.n_vocab, /*advancing=*/true, [this](const model::Sequence& s) {
+        const auto* ps = dynamic_cast<const PipelineSequence*>(&s);
+        return ps && &ps->owner_ == this;
+    });
     std::lock_guard lk(mu_);
     for (const model::BatchItem& it : b) eval_item(*static_cast<PipelineSequence*>(it.seq), it);
 }

@@ -10,9 +10,9 @@
 // results do not depend on what else is in the batch.
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "common/error.h"
+#include "model/blocks/batch_check.h"
 #include "model/deepseek4/forward.h"
 #include "model/deepseek4/model.h"
 #include "model/deepseek4/sequence.h"
@@ -22,34 +22,11 @@
 
 namespace ds4::deepseek4 {
 
-Rows::Rows(model::Batch b) {
-    for (const model::BatchItem& it : b) {
-        auto* seq = static_cast<Sequence*>(it.seq);
-        const int64_t m = int64_t(it.tokens.size());
-        spans.push_back({seq, n, m, seq->pos()});
-        for (int64_t t = 0; t < m; ++t) {
-            token.push_back(it.tokens[size_t(t)]);
-            pos.push_back(seq->pos() + t);
-            span_of.push_back(int32_t(spans.size() - 1));
-        }
-        n += m;
-    }
-}
-
 void Model::check(model::Batch b, bool advancing) const {
-    std::set<const model::Sequence*> seen;
-    for (const model::BatchItem& it : b) {
-        const auto* seq = dynamic_cast<const Sequence*>(it.seq);
-        if (!seq || &seq->owner() != this) fail("batch: a sequence of another model");
-        if (!seen.insert(seq).second) fail("batch: a sequence appears twice in one call");
-        const int64_t n = int64_t(it.tokens.size());
-        if (n == 0) fail("batch: nothing to evaluate for a sequence");
-        if (advancing && seq->pos() + n > seq->options().ctx)
-            fail("context exceeded: {} tokens + {} new > context size {}", seq->pos(), n, seq->options().ctx);
-        for (int32_t t : it.tokens)
-            if (t < 0 || uint32_t(t) >= cfg_.n_vocab) fail("token id {} out of range [0, {})", t, cfg_.n_vocab);
-        if (it.want != model::Logits::None && !it.logits) fail("batch: logits wanted but no buffer");
-    }
+    blocks::check_batch(b, cfg_.n_vocab, advancing, [this](const model::Sequence& s) {
+        const auto* seq = dynamic_cast<const Sequence*>(&s);
+        return seq && &seq->owner() == this;
+    });
 }
 
 void Model::embed(model::Batch b, float* hidden) {

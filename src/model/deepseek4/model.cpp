@@ -121,7 +121,7 @@ void read_exact(const std::string& path, uint64_t at, uint8_t* dst, size_t n) {
 
 }  // namespace
 
-Model::Model(int threads) : model::Model(threads), ws_(std::make_unique<Workspace>()) {}
+Model::Model(int threads) : model::Model(threads), ws_(std::make_unique<blocks::Workspace>()) {}
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOptions& opt) {

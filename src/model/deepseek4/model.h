@@ -22,9 +22,11 @@
 #include "model/model.h"
 #include "ops/rope.h"
 
-namespace ds4::deepseek4 {
-
+namespace ds4::blocks {
 struct Workspace;
+}
+
+namespace ds4::deepseek4 {
 
 class Model final : public model::Model {
 public:
@@ -80,7 +82,7 @@ private:
     std::unique_ptr<ops::Rope> rope_plain_, rope_compressed_;
     std::shared_ptr<model::ExpertSource> experts_;
     std::mutex mu_;                   // one call at a time: the pool and the workspace are shared
-    std::unique_ptr<Workspace> ws_;
+    std::unique_ptr<blocks::Workspace> ws_;
 };
 
 // The configuration the engine derives from a deepseek4 file, as --inspect prints it; throws
