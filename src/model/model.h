@@ -104,11 +104,21 @@ enum class Logits { None, Last, All };
 
 // Rows of one sequence in a batch: `tokens` at positions seq->pos() .. pos()+n-1. With
 // logits != None, `logits` receives [1 or n][n_vocab] floats (head() or eval()).
+//
+// The draft seam (speculative decoders read the target's hidden states): with hidden != None,
+// eval() also writes the rows' final hidden states (after the range's last layer, before the
+// head) to `hidden`, [1 or n][info().hidden_size]; with a non-empty `capture`, eval() and
+// eval_layers() write the output of each listed layer (of the model's range, ascending) for
+// every row to `captured`, [capture.size()][n][hidden_size]. Neither changes any result.
 struct BatchItem {
     Sequence* seq = nullptr;
-    std::span<const int32_t> tokens;
+    std::span<const int32_t> tokens = {};
     Logits want = Logits::None;
     float* logits = nullptr;
+    Logits hidden_want = Logits::None;
+    float* hidden = nullptr;
+    std::span<const uint32_t> capture = {};
+    float* captured = nullptr;
 };
 // The rows of a call: items in order, each item's tokens in order. A sequence appears at most
 // once per call.

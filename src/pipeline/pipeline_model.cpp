@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "dist/activation.h"
 #include "model/blocks/batch_check.h"
+#include "model/blocks/hidden_out.h"
 #include "model/state_file.h"
 
 namespace ds4::pipeline {
@@ -266,6 +267,9 @@ void PipelineModel::eval(model::Batch b) {
         const auto* ps = dynamic_cast<const PipelineSequence*>(&s);
         return ps && &ps->owner_ == this;
     });
+    // The route returns logits only: hidden states stay on the process that computed them.
+    if (blocks::wants_draft_outputs(b))
+        fail("eval: hidden states and layer captures are not available over a pipeline");
     std::lock_guard lk(mu_);
     for (const model::BatchItem& it : b) eval_item(*static_cast<PipelineSequence*>(it.seq), it);
 }

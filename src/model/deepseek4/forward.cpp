@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "model/blocks/batch_check.h"
+#include "model/blocks/hidden_out.h"
 #include "model/deepseek4/forward.h"
 #include "model/deepseek4/model.h"
 #include "model/deepseek4/sequence.h"
@@ -27,6 +28,7 @@ void Model::check(model::Batch b, bool advancing) const {
         const auto* seq = dynamic_cast<const Sequence*>(&s);
         return seq && &seq->owner() == this;
     });
+    blocks::check_draft_outputs(b, info_.range);
 }
 
 void Model::embed(model::Batch b, float* hidden) {
@@ -57,6 +59,7 @@ void Model::eval(model::Batch b) {
     float* X = grow(ws_->X, model::batch_rows(b) * int64_t(cfg_.hc_dim()));
     embed_unlocked(b, X);
     layers_unlocked(b, X);
+    blocks::write_hidden(b, X, int64_t(cfg_.hc_dim()));
     head_unlocked(b, X);
 }
 
@@ -82,9 +85,11 @@ void Model::layers_unlocked(model::Batch b, float* X) {
             if (log->expert_margin.size() < end) log->expert_margin.resize(end);
         }
     LayerContext ctx{cfg_, *this, pool(), *ws_, rows};
+    const bool capturing = blocks::wants_draft_outputs(b);
     for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
         attention_sublayer(ctx, w_.layers[il], X);
         moe_sublayer(ctx, w_.layers[il], X);
+        if (capturing) blocks::write_captures(b, il, X, int64_t(cfg_.hc_dim()));
     }
     for (const model::BatchItem& it : b) static_cast<Sequence*>(it.seq)->append_tokens(it.tokens);
 }
