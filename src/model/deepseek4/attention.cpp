@@ -74,7 +74,7 @@ struct CompressorProjection {
 class AttentionPass {
 public:
     AttentionPass(const LayerContext& ctx, const LayerWeights& w)
-        : ctx_(ctx), c_(ctx.cfg), w_(w), R_(ctx.rows), rope_(ctx.model.rope(uint32_t(w.index))), n_(ctx.rows.n),
+        : ctx_(ctx), c_(ctx.cfg), w_(w), R_(ctx.rows), rope_(ctx.model.rope_for_ratio(w.ratio)), n_(ctx.rows.n),
           H_(c_.n_head), Dh_(c_.head_dim), HI_(c_.indexer_heads), DI_(c_.indexer_dim), top_k_(c_.indexer_top_k) {
         // The indexer chooses rows only for a token that sees more than top-k compressed rows
         // (position p: (p + 1) / 4 > top_k, past 2048 tokens on Flash); below that every row
@@ -225,7 +225,7 @@ void AttentionPass::attend_token(const Rows::Span& sp, const LayerState& s, int6
     if (needs_indexer(p)) {
         const blocks::IndexerQuery iq{&iq_[t * HI_ * DI_], &iw_[t * HI_], int(HI_), int(DI_)};
         sel = blocks::select_rows(iq, s.index_comp.data(), (p + 1) / 4, top_k_, scratch.score, inner);
-        if (model::DecisionLog* log = sp.seq->decision_log()) {
+        if (model::DecisionLog* log = ctx_.trunk ? sp.seq->decision_log() : nullptr) {
             auto& per_layer = log->indexer[size_t(p)];
             per_layer.resize(c_.n_layer);
             per_layer[size_t(w_.index)] = sel;
@@ -246,7 +246,7 @@ void AttentionPass::attend() {
     std::vector<Seq> seqs;
     for (const Rows::Span& sp : R_.spans) {
         if (sp.n == 0) continue;
-        LayerState& s = sequence(sp).layer(uint32_t(w_.index));
+        LayerState& s = ctx_.state(sp, uint32_t(w_.index));
         const int64_t ctx_len = sp.seq->options().ctx;
         const int64_t block = s.raw_slots >= ctx_len ? sp.n : std::max<int64_t>(1, s.raw_slots - s.window + 1);
         blocks_of.push_back({&sp, block});

@@ -23,16 +23,26 @@ using blocks::Rows;
 using blocks::ScratchArena;
 using blocks::Workspace;
 
+// A row's sequence as this family's type (every sequence of a call was checked to be one).
+inline Sequence& sequence(const Rows::Span& sp) { return *static_cast<Sequence*>(sp.seq); }
+// How a trunk layer finds a row span's state: its sequence's state of that layer.
+inline LayerState& trunk_layer_state(const Rows::Span& sp, uint32_t layer) { return sequence(sp).layer(layer); }
+
+// What a block (a trunk layer, or an extra block outside the trunk: extra_block.h) runs with.
+// The defaults are the trunk's; an extra block brings its own experts and states, and is not
+// a trunk layer (trunk = false): no decision logging (the logs are indexed by trunk layer) and
+// no lookahead hint for the trunk's next layer.
 struct LayerContext {
     const ModelConfig& cfg;
     const Model& model;
     ThreadPool& pool;
     Workspace& ws;
     const Rows& rows;
+    model::ExpertSource& experts = model.experts();
+    LayerState& (*state)(const Rows::Span& sp, uint32_t layer) = trunk_layer_state;
+    bool trunk = true;
 };
 
-// A row's sequence as this family's type (every sequence of a call was checked to be one).
-inline Sequence& sequence(const Rows::Span& sp) { return *static_cast<Sequence*>(sp.seq); }
 
 void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);
 void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);

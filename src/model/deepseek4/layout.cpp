@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <set>
 
 #include "common/error.h"
@@ -75,6 +76,69 @@ int64_t TensorSpec::n_elements() const {
     return n;
 }
 
+LayerKind LayerKind::of(const ModelConfig& c, uint32_t il) { return {c.compress_ratio(il), c.is_hash_layer(il)}; }
+
+std::vector<TensorSpec> layer_tensor_layout(const ModelConfig& c, const std::string& prefix, int layer, LayerKind kind) {
+    using C = TensorClass;
+    if (kind.ratio != 0 && kind.ratio != 4 && kind.ratio != 128)
+        fail("layer {}: compression ratio {} (expected 0, 4 or 128)", prefix, kind.ratio);
+    std::vector<TensorSpec> out;
+    auto add = [&](const char* suffix, std::vector<int64_t> ne, C cls) {
+        out.push_back({prefix + suffix, std::move(ne), cls, layer});
+    };
+    const int64_t D = c.n_embd, V = c.n_vocab, Dh = c.head_dim, Rq = c.q_lora_rank;
+    const int64_t H = c.n_head, G = c.o_groups, Ro = c.o_lora_rank;
+    const int64_t E = c.n_expert, F = c.expert_ff, Fsh = int64_t(c.expert_ff) * c.n_expert_shared;
+    const int64_t HCD = c.hc_dim(), MIX = c.hc_mix();
+    const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
+    const int64_t r = kind.ratio;
+
+    add("hc_attn_fn.weight", {HCD, MIX}, C::Hc);
+    add("hc_attn_scale.weight", {3}, C::Norm);
+    add("hc_attn_base.weight", {MIX}, C::Norm);
+    add("attn_norm.weight", {D}, C::Norm);
+    add("attn_q_a.weight", {D, Rq}, C::Dense);
+    add("attn_q_a_norm.weight", {Rq}, C::Norm);
+    add("attn_q_b.weight", {Rq, H * Dh}, C::Dense);
+    add("attn_kv.weight", {D, Dh}, C::Dense);
+    add("attn_kv_a_norm.weight", {Dh}, C::Norm);
+    add("attn_sinks.weight", {H}, C::Norm);
+    // Group g's [Ro, H/G·Dh] matrix is rows g·Ro … g·Ro+Ro-1 (§3.3.8).
+    add("attn_output_a.weight", {H * Dh / G, G * Ro}, C::Dense);
+    add("attn_output_b.weight", {G * Ro, D}, C::Dense);
+    if (r != 0) {
+        const int64_t coff = r == 4 ? 2 : 1;  // ratio 4 pools overlapping windows
+        add("attn_compressor_ape.weight", {coff * Dh, r}, C::Compressor);
+        add("attn_compressor_kv.weight", {D, coff * Dh}, C::Compressor);
+        add("attn_compressor_gate.weight", {D, coff * Dh}, C::Compressor);
+        add("attn_compressor_norm.weight", {Dh}, C::Norm);
+    }
+    if (r == 4) {
+        add("indexer.attn_q_b.weight", {Rq, HI * DI}, C::Indexer);
+        add("indexer.proj.weight", {D, HI}, C::Indexer);
+        add("indexer_compressor_ape.weight", {2 * DI, r}, C::Compressor);
+        add("indexer_compressor_kv.weight", {D, 2 * DI}, C::Compressor);
+        add("indexer_compressor_gate.weight", {D, 2 * DI}, C::Compressor);
+        add("indexer_compressor_norm.weight", {DI}, C::Norm);
+    }
+    add("hc_ffn_fn.weight", {HCD, MIX}, C::Hc);
+    add("hc_ffn_scale.weight", {3}, C::Norm);
+    add("hc_ffn_base.weight", {MIX}, C::Norm);
+    add("ffn_norm.weight", {D}, C::Norm);
+    add("ffn_gate_inp.weight", {D, E}, C::Router);
+    if (kind.hash)
+        add("ffn_gate_tid2eid.weight", {int64_t(c.n_expert_used), V}, C::Tid2Eid);
+    else
+        add("exp_probs_b.bias", {E}, C::Norm);
+    add("ffn_gate_exps.weight", {D, F, E}, C::GateUpExps);
+    add("ffn_up_exps.weight", {D, F, E}, C::GateUpExps);
+    add("ffn_down_exps.weight", {F, D, E}, C::DownExps);
+    add("ffn_gate_shexp.weight", {D, Fsh}, C::Shared);
+    add("ffn_up_shexp.weight", {D, Fsh}, C::Shared);
+    add("ffn_down_shexp.weight", {Fsh, D}, C::Shared);
+    return out;
+}
+
 std::vector<TensorSpec> tensor_layout(const ModelConfig& c) {
     c.validate();
     using C = TensorClass;
@@ -82,63 +146,12 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c) {
     auto global = [&](std::string name, std::vector<int64_t> ne, C cls) {
         out.push_back({std::move(name), std::move(ne), cls, -1});
     };
-    const int64_t D = c.n_embd, V = c.n_vocab, Dh = c.head_dim, Rq = c.q_lora_rank;
-    const int64_t H = c.n_head, G = c.o_groups, Ro = c.o_lora_rank;
-    const int64_t E = c.n_expert, F = c.expert_ff, Fsh = int64_t(c.expert_ff) * c.n_expert_shared;
-    const int64_t HCD = c.hc_dim(), MIX = c.hc_mix();
-    const int64_t HI = c.indexer_heads, DI = c.indexer_dim;
+    const int64_t D = c.n_embd, V = c.n_vocab, HCD = c.hc_dim();
 
     global("token_embd.weight", {D, V}, C::Embd);
     for (uint32_t il = 0; il < c.n_layer; ++il) {
-        const int layer = int(il);
-        auto add = [&](const char* suffix, std::vector<int64_t> ne, C cls) {
-            out.push_back({fmt::format("blk.{}.{}", il, suffix), std::move(ne), cls, layer});
-        };
-        const int64_t r = c.compress_ratio(il);
-
-        add("hc_attn_fn.weight", {HCD, MIX}, C::Hc);
-        add("hc_attn_scale.weight", {3}, C::Norm);
-        add("hc_attn_base.weight", {MIX}, C::Norm);
-        add("attn_norm.weight", {D}, C::Norm);
-        add("attn_q_a.weight", {D, Rq}, C::Dense);
-        add("attn_q_a_norm.weight", {Rq}, C::Norm);
-        add("attn_q_b.weight", {Rq, H * Dh}, C::Dense);
-        add("attn_kv.weight", {D, Dh}, C::Dense);
-        add("attn_kv_a_norm.weight", {Dh}, C::Norm);
-        add("attn_sinks.weight", {H}, C::Norm);
-        // Group g's [Ro, H/G·Dh] matrix is rows g·Ro … g·Ro+Ro-1 (§3.3.8).
-        add("attn_output_a.weight", {H * Dh / G, G * Ro}, C::Dense);
-        add("attn_output_b.weight", {G * Ro, D}, C::Dense);
-        if (r != 0) {
-            const int64_t coff = r == 4 ? 2 : 1;  // ratio 4 pools overlapping windows
-            add("attn_compressor_ape.weight", {coff * Dh, r}, C::Compressor);
-            add("attn_compressor_kv.weight", {D, coff * Dh}, C::Compressor);
-            add("attn_compressor_gate.weight", {D, coff * Dh}, C::Compressor);
-            add("attn_compressor_norm.weight", {Dh}, C::Norm);
-        }
-        if (r == 4) {
-            add("indexer.attn_q_b.weight", {Rq, HI * DI}, C::Indexer);
-            add("indexer.proj.weight", {D, HI}, C::Indexer);
-            add("indexer_compressor_ape.weight", {2 * DI, r}, C::Compressor);
-            add("indexer_compressor_kv.weight", {D, 2 * DI}, C::Compressor);
-            add("indexer_compressor_gate.weight", {D, 2 * DI}, C::Compressor);
-            add("indexer_compressor_norm.weight", {DI}, C::Norm);
-        }
-        add("hc_ffn_fn.weight", {HCD, MIX}, C::Hc);
-        add("hc_ffn_scale.weight", {3}, C::Norm);
-        add("hc_ffn_base.weight", {MIX}, C::Norm);
-        add("ffn_norm.weight", {D}, C::Norm);
-        add("ffn_gate_inp.weight", {D, E}, C::Router);
-        if (c.is_hash_layer(il))
-            add("ffn_gate_tid2eid.weight", {int64_t(c.n_expert_used), V}, C::Tid2Eid);
-        else
-            add("exp_probs_b.bias", {E}, C::Norm);
-        add("ffn_gate_exps.weight", {D, F, E}, C::GateUpExps);
-        add("ffn_up_exps.weight", {D, F, E}, C::GateUpExps);
-        add("ffn_down_exps.weight", {F, D, E}, C::DownExps);
-        add("ffn_gate_shexp.weight", {D, Fsh}, C::Shared);
-        add("ffn_up_shexp.weight", {D, Fsh}, C::Shared);
-        add("ffn_down_shexp.weight", {Fsh, D}, C::Shared);
+        std::vector<TensorSpec> layer = layer_tensor_layout(c, fmt::format("blk.{}.", il), int(il), LayerKind::of(c, il));
+        std::move(layer.begin(), layer.end(), std::back_inserter(out));
     }
     global("output_hc_fn.weight", {HCD, int64_t(c.hc)}, C::Hc);
     global("output_hc_base.weight", {int64_t(c.hc)}, C::Norm);
@@ -184,7 +197,36 @@ void check_tid2eid(const gguf::File& f, const gguf::TensorInfo& t, const ModelCo
     }
 }
 
+// A tensor of the layout as found in the file: its shape, type and (tid2eid) entries.
+void check_tensor(const gguf::File& f, const ModelConfig& cfg, const gguf::TensorInfo& t, const TensorSpec& s) {
+    const std::vector<int64_t> got(t.ne.begin(), t.ne.begin() + t.n_dims);
+    if (got != s.ne)
+        fail("{}: tensor {}: shape {} expected {}", f.path(), s.name, shape_str(got), shape_str(s.ne));
+    check_type(f, t, s);
+    if (s.cls == TensorClass::Tid2Eid) check_tid2eid(f, t, cfg);
+}
+
+// DS4 declares exp_probs_b optional on every layer; a hash layer that carries it does not use
+// it, but it must still have the bias's shape and type.
+TensorSpec unused_probs_b(const ModelConfig& cfg, const std::string& name, int layer) {
+    return {name, {int64_t(cfg.n_expert)}, TensorClass::Norm, layer};
+}
+
 }  // namespace
+
+void validate_layer_tensors(const gguf::File& f, const ModelConfig& cfg, const std::string& prefix, LayerKind kind,
+                            int layer) {
+    for (const TensorSpec& s : layer_tensor_layout(cfg, prefix, layer, kind)) {
+        const gguf::TensorInfo* t = f.find_tensor(s.name);
+        if (!t)
+            fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, shape_str(s.ne),
+                 tensor_class_name(s.cls));
+        check_tensor(f, cfg, *t, s);
+    }
+    if (kind.hash)
+        if (const gguf::TensorInfo* t = f.find_tensor(prefix + "exp_probs_b.bias"))
+            check_tensor(f, cfg, *t, unused_probs_b(cfg, t->name, layer));
+}
 
 bool in_range(const TensorSpec& s, const model::LayerRange& range) {
     if (s.layer >= 0) return range.contains(uint32_t(s.layer));
@@ -208,12 +250,7 @@ void validate_tensors(const gguf::File& f, const ModelConfig& cfg, const model::
                             *held + " (or a range inside it)"
                       : "");
         }
-        const std::vector<int64_t> got(t->ne.begin(), t->ne.begin() + t->n_dims);
-        if (got != s.ne)
-            fail("{}: tensor {}: shape {} expected {}", f.path(), s.name, shape_str(got),
-                 shape_str(s.ne));
-        check_type(f, *t, s);
-        if (s.cls == TensorClass::Tid2Eid) check_tid2eid(f, *t, cfg);
+        check_tensor(f, cfg, *t, s);
     }
     for (const gguf::TensorInfo& t : f.tensors()) {
         if (expected.count(t.name)) continue;
@@ -224,12 +261,7 @@ void validate_tensors(const gguf::File& f, const ModelConfig& cfg, const model::
             std::string_view(tail) == "exp_probs_b.bias" && layer < cfg.n_layer &&
             cfg.is_hash_layer(layer)) {
             if (!range.contains(layer)) continue;
-            const TensorSpec s{t.name, {int64_t(cfg.n_expert)}, TensorClass::Norm, int(layer)};
-            const std::vector<int64_t> got(t.ne.begin(), t.ne.begin() + t.n_dims);
-            if (got != s.ne)
-                fail("{}: tensor {}: shape {} expected {}", f.path(), t.name, shape_str(got),
-                     shape_str(s.ne));
-            check_type(f, t, s);
+            check_tensor(f, cfg, t, unused_probs_b(cfg, t.name, int(layer)));
             continue;
         }
         fail("{}: unexpected tensor {} (type {}, shape {}): not part of the deepseek4 layout "

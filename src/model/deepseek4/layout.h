@@ -72,6 +72,20 @@ struct TensorSpec {
     int64_t row_length() const { return ne[0]; }
 };
 
+// What a layer's tensors depend on besides the configuration: its compression ratio (0, 4 or
+// 128) and whether it routes by hash (tid2eid instead of exp_probs_b). A trunk layer's comes
+// from the configuration; an extra block (extra_block.h) states its own.
+struct LayerKind {
+    uint32_t ratio = 0;
+    bool hash = false;
+    static LayerKind of(const ModelConfig& c, uint32_t il);
+};
+
+// One layer's tensors, named prefix + suffix ("blk.3." + "attn_q_b.weight"), in §2.3 order,
+// each recording `layer`. Throws for a ratio other than 0, 4 or 128.
+std::vector<TensorSpec> layer_tensor_layout(const ModelConfig& cfg, const std::string& prefix, int layer,
+                                            LayerKind kind);
+
 // All tensors of the configuration, in file order: token_embd, then blk.0 … blk.{L-1} (each
 // in §2.3 order), then the output head. exp_probs_b is listed for non-hash layers only.
 std::vector<TensorSpec> tensor_layout(const ModelConfig& cfg);
@@ -88,6 +102,13 @@ void validate_tensors(const gguf::File& f, const ModelConfig& cfg,
 inline void validate_tensors(const gguf::File& f, const ModelConfig& cfg) {
     validate_tensors(f, cfg, model::LayerRange::all(cfg.n_layer));
 }
+// Checks the tensors of one layer named from `prefix` (layer_tensor_layout) exactly as
+// validate_tensors checks a trunk layer's: present, shape, type, tid2eid entries (and an unused
+// exp_probs_b of a hash layer). Other tensors of the file, under the prefix or not, are not
+// looked at (an MTP file's block sits beside its own projections). Throws ds4::Error naming
+// the file and the tensor.
+void validate_layer_tensors(const gguf::File& f, const ModelConfig& cfg, const std::string& prefix, LayerKind kind,
+                            int layer);
 // Whether a tensor of the layout belongs to a range (its layer, or the embedding / the head).
 bool in_range(const TensorSpec& s, const model::LayerRange& range);
 

@@ -208,10 +208,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
     return m;
 }
 
-const ops::Rope& Model::rope(uint32_t il) const {
-    return cfg_.compress_ratio(il) == 0 ? *rope_plain_ : *rope_compressed_;
-}
-
 std::unique_ptr<model::Sequence> Model::new_sequence(const model::SequenceOptions& opt) const {
     return std::make_unique<Sequence>(*this, opt);
 }

@@ -28,6 +28,8 @@ struct Workspace;
 
 namespace ds4::deepseek4 {
 
+class ExtraBlock;
+
 class Model final : public model::Model {
 public:
     // Opens, validates (metadata, and the shape/type of every tensor of the range) and binds
@@ -41,8 +43,10 @@ public:
     const ModelConfig& config() const { return cfg_; }
     const Weights& weights() const { return w_; }
     const gguf::File& file() const override { return *file_; }
-    // RoPE of layer il: plain for ratio-0 layers, compressed base + YaRN otherwise.
-    const ops::Rope& rope(uint32_t il) const;
+    // RoPE of layer il: plain for ratio-0 layers, compressed base + YaRN otherwise; and of
+    // any block by its compression ratio.
+    const ops::Rope& rope(uint32_t il) const { return rope_for_ratio(int(cfg_.compress_ratio(il))); }
+    const ops::Rope& rope_for_ratio(int ratio) const { return ratio == 0 ? *rope_plain_ : *rope_compressed_; }
     model::ExpertSource& experts() const { return *experts_; }
     // XXH3-128 of the layer's tensors (name, type, shape, and 64 bytes at each end of the
     // data): a saved layer state only loads into a layer with the same weights.
@@ -64,6 +68,10 @@ public:
     void set_expert_source(std::shared_ptr<model::ExpertSource> source) override;
     std::shared_ptr<model::ExpertSource> expert_source() const override { return experts_; }
     model::ExpertFileLayout expert_layout() const override;
+
+    // Runs an extra block bound to this model (extra_block.h: ExtraBlock::eval) with this
+    // model's lock, pool and workspace.
+    void eval_block(const ExtraBlock& block, model::Batch b, float* X);
 
 private:
     explicit Model(int threads);

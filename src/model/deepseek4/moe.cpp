@@ -7,6 +7,7 @@
 // expert products (blocks/routed_ffn.h: grouped by expert, per-row sums in selection order, so
 // prefill equals decode bit for bit) are the family-neutral blocks.
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "common/error.h"
@@ -136,16 +137,18 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
     const blocks::SwigluWeights shared{w.gate_shexp, w.up_shexp, w.down_shexp,
                                        c.swiglu_clamp_shexp.empty() ? clamp_exp
                                                                     : c.swiglu_clamp_shexp.at(size_t(w.index))};
-    model::ExpertSource& source = ctx.model.experts();
+    model::ExpertSource& source = ctx.experts;
+    std::function<void()> hint;  // the trunk's next layer (an extra block has none)
+    if (ctx.trunk) hint = [&] { hint_next_layer(ctx, w, v, source); };
     const blocks::ExpertOutputs out =
         blocks::run_routed_experts(expert_spec(c, w, shared), v, n, routes, source, ctx.pool, scratch, ctx.ws.ffn,
-                                   [&] { hint_next_layer(ctx, w, v, source); });
+                                   hint);
 
     // Per token, in its selection order: F = sum_k w_k y_k, plus the shared expert; hc_post.
     blocks::combine_experts(out, routes, ctx.pool, [&](int64_t t, const float* F) {
         ops::hc_post(mixes[size_t(t)], F, X + t * HCD, D);
     });
-    log_routes(ctx, w, routes);
+    if (ctx.trunk) log_routes(ctx, w, routes);
 }
 
 }  // namespace ds4::deepseek4

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gguf/reader.h"
 #include "model/deepseek4/config.h"
+#include "model/deepseek4/layout.h"
 #include "model/expert_source.h"
 #include "model/layer_range.h"
 #include "ops/matmul.h"
@@ -59,6 +61,12 @@ struct LayerWeights {
     ops::Matrix gate_shexp, up_shexp;              // [expert_ff*n_shared, n_embd]
     ops::Matrix down_shexp;                        // [n_embd, expert_ff*n_shared]
 };
+
+// Binds one layer's tensors, named prefix + suffix ("blk.3.", or an extra block's "mtp.0."), in
+// `f` (already checked by validate_layer_tensors or validate_tensors), as a layer of `kind`
+// with index `index` (the trunk layer whose per-layer parameters it uses).
+LayerWeights bind_layer(const gguf::File& f, const ModelConfig& cfg, const std::string& prefix, int index,
+                        LayerKind kind);
 
 struct Weights {
     ops::Matrix token_embd;                        // [n_vocab, n_embd]
