@@ -14,6 +14,8 @@
 // skipped with the reason.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -71,8 +73,8 @@ public:
             ip({"-n", ns(0), "addr", "add", addr(0) + "/24", "dev", "br0"});
             ip({"-n", ns(0), "link", "set", "br0", "up"});
             for (int i = 1; i <= workers; ++i) {
-                add_ns("w" + std::to_string(i));
-                const std::string port = "vw" + std::to_string(i);
+                add_ns(fmt::format("w{}", i));
+                const std::string port = fmt::format("vw{}", i);
                 ip({"-n", ns(0), "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns(i)});
                 ip({"-n", ns(0), "link", "set", port, "master", "br0"});
                 ip({"-n", ns(0), "link", "set", port, "up"});

@@ -103,13 +103,21 @@ TEST(SsdStreaming, LogitsBitIdenticalForEveryBudgetChunkSizeAndQuantMix) {
                 EXPECT_EQ(st.bytes_read, (st.misses + st.read_ahead) * cache->expert_bytes()) << what;
                 // Prompt chunks read the next layer ahead when two layers fit; decode never.
                 const uint64_t prompt_ahead = st.read_ahead - st.hinted;
-                if (slots >= 2 * E && chunk * K >= 2 * E) EXPECT_GT(prompt_ahead, 0u) << what;
-                if (slots < 2 * E || chunk * K < 2 * E) EXPECT_EQ(prompt_ahead, 0u) << what;
+                if (slots >= 2 * E && chunk * K >= 2 * E) {
+                    EXPECT_GT(prompt_ahead, 0u) << what;
+                }
+                if (slots < 2 * E || chunk * K < 2 * E) {
+                    EXPECT_EQ(prompt_ahead, 0u) << what;
+                }
                 // Decode steps (and 1-token chunks) read the next layer's forecast experts when
                 // there is room beside the current layer's; with only K slots there never is.
                 EXPECT_LE(st.hint_used, st.hinted) << what;
-                if (slots >= E && slots < E * L) EXPECT_GT(st.hinted, 0u) << what;
-                if (slots == K) EXPECT_EQ(st.hinted, 0u) << what;
+                if (slots >= E && slots < E * L) {
+                    EXPECT_GT(st.hinted, 0u) << what;
+                }
+                if (slots == K) {
+                    EXPECT_EQ(st.hinted, 0u) << what;
+                }
                 if (slots == E * L) {
                     // Everything fits: each expert is read at most once, nothing is evicted.
                     EXPECT_EQ(st.evictions, 0u) << what;

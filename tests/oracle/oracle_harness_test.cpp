@@ -36,7 +36,10 @@ constexpr double kF32RelTol = 1e-5;
 
 std::string ratio_list() {
     std::string s;
-    for (int r : kRatios) s += (s.empty() ? "" : ",") + std::to_string(r);
+    for (int r : kRatios) {
+        if (!s.empty()) s += ',';
+        s += std::to_string(r);
+    }
     return s;
 }
 

@@ -4,6 +4,8 @@
 // checkpoint whose text matches but whose markers do not is refused; a pipeline coordinator
 // killed and replaced (same workers) resumes from the checkpoints it wrote.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -66,8 +68,8 @@ Answer ask(const ServerProcess& s, const json& req) {
 uint64_t metric(const ServerProcess& s, const std::string& name) {
     const std::string m = http("GET", s.url() + "/metrics").body;
     std::smatch g;
-    if (!std::regex_search(m, g, std::regex("\n" + std::regex_replace(name, std::regex(R"([{}"])"), R"(\$&)") +
-                                            " ([0-9.e+-]+)")))
+    const std::string escaped = std::regex_replace(name, std::regex(R"([{}"])"), R"(\$&)");
+    if (!std::regex_search(m, g, std::regex(fmt::format("\n{} ([0-9.e+-]+)", escaped))))
         return UINT64_MAX;
     return uint64_t(std::stod(g[1]));
 }
