@@ -17,6 +17,8 @@
 #include "support/tool_run.h"
 
 namespace ds4::oracle {
+
+using namespace ds4::test;  // the helpers of tests/support
 namespace {
 
 // The model: ds4-gguf-gen's tiny preset in F32 with these parameters spelled out (the test

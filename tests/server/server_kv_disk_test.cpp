@@ -175,7 +175,7 @@ TEST(ServerKvDisk, DamagedTruncatedAndForeignFilesAreRemovedAndTheAnswerIsComput
     }
     // Checkpoints of another model (same shape, another seed) are never loaded.
     const std::string other = std::string(DS4_SERVER_TEST_DIR) + "/tiny-other-seed.gguf";
-    ASSERT_EQ(oracle::write_tiny_model(other, {"--type", "embd=q8_0", "--type", "output=q8_0", "--seed", "99"}).exit_code, 0);
+    ASSERT_EQ(test::write_tiny_model(other, {"--type", "embd=q8_0", "--type", "output=q8_0", "--seed", "99"}).exit_code, 0);
     const std::string foreign = fresh_dir("foreign");
     {
         auto args = kv_args(foreign);
@@ -255,7 +255,7 @@ TEST(ServerKvDisk, AFullFilesystemTurnsSavingOffAndServingGoesOn) {
         for (const auto& a : workers->coordinator_args()) coordinator += " " + a;
     }
     const std::string cmd = "unshare -rm sh -c 'mount -t tmpfs -o size=1m tmpfs " + dir + " && exec " +
-                            oracle::binary("ds4-server") + " -m " + tiny_model() +
+                            test::binary("ds4-server") + " -m " + tiny_model() +
                             " -t 1 --port 0 --kv-disk-dir " + dir +
                             " --kv-cache-min-tokens 16 --kv-cache-boundary-align-tokens 16"
                             " --kv-cache-boundary-trim-tokens 4 --kv-disk-space-mb 64" + coordinator + "' 2>" + log +

@@ -269,7 +269,7 @@ namespace {
 // A file of random bytes with three "layers" of 8 experts whose parts have odd sizes and
 // offsets (not block-aligned), like GGUF tensors at 32-byte alignment.
 struct FakeModel {
-    oracle::TempDir dir;
+    test::TempDir dir;
     std::string path = dir.file("experts.bin");
     std::vector<uint8_t> bytes;
     model::ExpertFileLayout layout;
