@@ -1,5 +1,7 @@
 #include "frontend/model_options.h"
 
+#include <cstdio>
+
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "common/thread_count.h"
@@ -40,6 +42,19 @@ std::string flag_error(const ModelOptions& o) {
         return e.what();
     }
     return pipeline::dist_options_error(o.dist);
+}
+
+std::optional<int> parse(CLI::App& app, int argc, char** argv, const ModelOptions& o) {
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    if (const std::string why = flag_error(o); !why.empty()) {
+        std::fprintf(stderr, "%s: %s\n", app.get_name().c_str(), why.c_str());
+        return 2;
+    }
+    return std::nullopt;
 }
 
 }  // namespace ds4::frontend

@@ -5,8 +5,7 @@
 //   struct Options : frontend::ModelOptions { ... };        // the tool's own fields besides
 //   frontend::add_model_flags(app, o, {.group = "Runtime", ...});
 //   streaming::add_flags(app, o.streaming);  pipeline::add_dist_flags(app, o.dist);
-//   app.parse(argc, argv);
-//   if (auto why = frontend::flag_error(o); !why.empty()) { usage error }
+//   if (auto exit_code = frontend::parse(app, argc, argv, o)) return *exit_code;
 //
 // The tools differ only in presentation (help groups, --ctx's names, default and text), which
 // FlagLook carries; names, checks and their messages are the same everywhere.
@@ -15,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/model.h"
@@ -61,8 +61,11 @@ struct FlagLook {
 void add_model_flags(CLI::App& app, ModelOptions& o, const FlagLook& look = {});
 
 // After parsing: the combinations the flags alone cannot check (streaming::check,
-// pipeline::dist_options_error); the message of the first one broken, "" when fine. A tool
-// prints it as "<tool>: <message>" and exits 2, as for any usage error.
+// pipeline::dist_options_error); the message of the first one broken, "" when fine.
 std::string flag_error(const ModelOptions& o);
+
+// app.parse(), then flag_error(): nullopt when the run goes on, else the exit code (--help: 0;
+// a usage error, printed by CLI11 or as "<app name>: <flag_error>": non-zero).
+std::optional<int> parse(CLI::App& app, int argc, char** argv, const ModelOptions& o);
 
 }  // namespace ds4::frontend

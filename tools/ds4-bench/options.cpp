@@ -68,17 +68,7 @@ ParseResult parse_options(int argc, char** argv) {
         "  ds4-bench -m models/flash4.gguf --token-ids ids.txt --ctx-start 512 --ctx-max 4096 \\\n"
         "            --step-incr 512 --gen-tokens 32 --threads 2 --csv out.csv\n"
         "  bench/plot_speed.py out.csv --title \"my machine\" > out.svg");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        r.exit_code = app.exit(e);
-        return r;
-    }
-    if (const std::string why = frontend::flag_error(o); !why.empty()) {
-        std::fprintf(stderr, "ds4-bench: %s\n", why.c_str());
-        r.exit_code = 2;
-        return r;
-    }
+    if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
     if (o.prompt_file.empty() && o.token_ids.empty()) {
         std::fprintf(stderr, "ds4-bench: give the sequence to walk: --prompt-file FILE or "
                              "--token-ids FILE (see --help)\n");

@@ -233,14 +233,6 @@ int main(int argc, char** argv) {
         "  ds4-server -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 16GB\n"
         "  ds4-server -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 (docs/DISTRIBUTED.md)\n"
         "  curl http://127.0.0.1:8000/v1/models");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e);
-    }
-    if (const std::string why = ds4::frontend::flag_error(o); !why.empty()) {
-        std::fprintf(stderr, "ds4-server: %s\n", why.c_str());
-        return 2;
-    }
+    if (const auto exit_code = ds4::frontend::parse(app, argc, argv, o)) return *exit_code;
     return ds4::frontend::run_main("ds4-server", [&] { return run(o); });
 }

@@ -123,17 +123,7 @@ ParseResult parse_options(int argc, char** argv) {
         "  ds4 -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 -p \"Hello\"\n"
         "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
         "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        r.exit_code = app.exit(e);
-        return r;
-    }
-    if (const std::string why = frontend::flag_error(o); !why.empty()) {
-        std::fprintf(stderr, "ds4: %s\n", why.c_str());
-        r.exit_code = 2;
-        return r;
-    }
+    if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
     o.n_given = n_opt->count() > 0;
     if (seed_opt->count() > 0) o.seed = seed;
     if (nothink->count() > 0) o.thinking = chat::ThinkingMode::Off;
