@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "frontend/token_ids.h"
 #include "frontier.h"
 #include "ggml-backend.h"
 #include "llama.h"
@@ -161,7 +162,7 @@ int run(const Options& o) {
     g_verbose = o.verbose;
     llama_log_set(log_callback, nullptr);
     ggml_log_set(log_callback, nullptr);
-    const std::vector<int32_t> ids = ds4::bench::read_token_ids(o.token_ids);
+    const std::vector<int32_t> ids = ds4::frontend::read_token_ids(o.token_ids);
     const std::vector<int64_t> fronts = ds4::bench::frontiers(o.shape);
     const int64_t need = ds4::bench::context_needed(o.shape);
     const int64_t n_ctx = o.ctx > 0 ? o.ctx : need;

@@ -21,11 +21,13 @@ struct ToolCall {
 
 struct Message {
     Role role = Role::User;
-    std::string content;
-    std::string reasoning;              // assistant: reasoning_content
-    std::vector<ToolCall> tool_calls;   // assistant
-    std::string tool_call_id;           // tool: which call this result answers
-    std::string name;                   // tool: the function name (informational)
+    // {} initializers: {.role = ..., .content = ...} leaves the rest empty without a
+    // -Wmissing-field-initializers warning.
+    std::string content{};
+    std::string reasoning{};            // assistant: reasoning_content
+    std::vector<ToolCall> tool_calls{}; // assistant
+    std::string tool_call_id{};         // tool: which call this result answers
+    std::string name{};                 // tool: the function name (informational)
 };
 
 }  // namespace ds4::chat

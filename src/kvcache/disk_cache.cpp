@@ -16,6 +16,8 @@
 #include <ctime>
 #include <unordered_map>
 
+#include "common/log.h"
+
 namespace ds4::kvcache {
 namespace {
 
@@ -80,7 +82,7 @@ DiskCache::DiskCache(Options opt) : opt_(std::move(opt)) {
 }
 
 void DiskCache::warn_removed(const std::string& file, const std::string& why) const {
-    std::fprintf(stderr, "ds4: kv cache: removed %s: %s\n", path_of(file).c_str(), why.c_str());
+    log::warn("ds4: kv cache: removed {}: {}", path_of(file), why);
 }
 
 void DiskCache::sync_dir() const {
@@ -357,10 +359,9 @@ bool DiskCache::store(std::string_view text, std::span<const uint8_t> payload, c
         ++stats_.store_failures;
         if (disk_full(err) && saving_) {
             saving_ = false;
-            std::fprintf(stderr, "ds4: kv cache: %s of %s failed: %s; saving disabled\n", step, tmp.c_str(),
-                         std::strerror(err));
+            log::warn("ds4: kv cache: {} of {} failed: {}; saving disabled", step, tmp, std::strerror(err));
         } else if (!disk_full(err)) {
-            std::fprintf(stderr, "ds4: kv cache: %s of %s failed: %s\n", step, tmp.c_str(), std::strerror(err));
+            log::warn("ds4: kv cache: {} of {} failed: {}", step, tmp, std::strerror(err));
         }
         return false;
     }

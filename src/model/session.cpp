@@ -6,6 +6,17 @@
 
 namespace ds4::model {
 
+SequenceOptions SessionOptions::sequence() const {
+    SequenceOptions s;
+    // One name per SequenceOptions field: a field added there fails here until it is added to
+    // SessionOptions and copied below.
+    auto& [s_ctx, s_qat, s_rewind_slack] = s;
+    s_ctx = ctx;
+    s_qat = qat;
+    s_rewind_slack = rewind_slack;
+    return s;
+}
+
 Session::Session(Model& model, SessionOptions opt) : model_(model), opt_(opt) {
     if (opt_.prefill_chunk <= 0) fail("prefill chunk {} must be positive", opt_.prefill_chunk);
     seq_ = model.new_sequence(opt_.sequence());

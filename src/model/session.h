@@ -16,12 +16,16 @@
 
 namespace ds4::model {
 
+// The session's sequence (SequenceOptions: ctx, qat, rewind_slack, with the same defaults) and
+// its prefill chunk. The sequence's fields are repeated flat rather than inherited, so callers
+// can write {.ctx = 4096, .prefill_chunk = 64} (designated initializers cannot name a base's
+// members); sequence() stops compiling when SequenceOptions gains a field (session.cpp).
 struct SessionOptions {
-    int64_t ctx = 4096;           // maximum positions
+    int64_t ctx = SequenceOptions{}.ctx;
     int64_t prefill_chunk = 512;  // tokens per call in eval(); 1 = token-by-token decode
-    bool qat = true;              // FP8 KV / FP4 indexer simulations (off to match llama.cpp)
-    int64_t rewind_slack = 512;   // see SequenceOptions
-    SequenceOptions sequence() const { return {ctx, qat, rewind_slack}; }
+    bool qat = SequenceOptions{}.qat;
+    int64_t rewind_slack = SequenceOptions{}.rewind_slack;
+    SequenceOptions sequence() const;
 };
 
 class Session {

@@ -39,8 +39,11 @@ StateWriter::StateWriter(const StateHeader& h) {
 }
 
 void StateWriter::put(const void* p, size_t n) {
-    const auto* c = static_cast<const uint8_t*>(p);
-    buf_.insert(buf_.end(), c, c + n);
+    // resize + memcpy rather than insert(end, p, p + n): GCC 12 warns (-Wstringop-overflow) on
+    // the insert into the still empty buffer once the constructor inlines it.
+    const size_t at = buf_.size();
+    buf_.resize(at + n);
+    if (n) std::memcpy(buf_.data() + at, p, n);
 }
 
 void StateWriter::begin_layer(uint32_t layer, const std::array<uint8_t, 16>& layer_hash) {

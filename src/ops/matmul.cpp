@@ -85,13 +85,6 @@ void run_item_unprofiled(const MatmulJob& j, const Item& it, quant::DotFn dot, q
 
 }  // namespace
 
-void Activation::set(const float* x, int64_t n, TensorType dot_type) {
-    buf_.resize(row_bytes(dot_type, n));
-    quant::quantize_activation(dot_type, x, buf_.data(), n);
-    type_ = dot_type;
-    n_ = n;
-}
-
 void Activations::set(const float* X, int64_t n_rows, int64_t n, TensorType dot_type, ThreadPool* pool) {
     row_bytes_ = row_bytes(dot_type, n);
     if (buf_.size() < row_bytes_ * size_t(n_rows)) buf_.resize(row_bytes_ * size_t(n_rows));
@@ -223,23 +216,6 @@ MatvecProfile matvec_profile_close() {
     p.regions = g_profile.regions.load();
     p.region_seconds = 1e-9 * double(g_profile.region_ns.load());
     return p;
-}
-
-void matvec(const Matrix& W, const Activation& x, float* y, ThreadPool& pool) {
-    if (x.size() != W.cols) fail("matvec: activation has {} values, matrix has {} columns", x.size(), W.cols);
-    if (x.type() != quant::dot_type(W.type))
-        fail("matvec: activation is {}, {} weights take {}", tensor_type_name(x.type()),
-             tensor_type_name(W.type), tensor_type_name(quant::dot_type(W.type)));
-    const void* act[1] = {x.data()};
-    float* out[1] = {y};
-    const MatmulJob job{W, act, out, 1};
-    matmul_jobs(&job, 1, pool);
-}
-
-void matvec(const Matrix& W, const float* x, float* y, ThreadPool& pool) {
-    thread_local Activation act;
-    act.set(x, W.cols, quant::dot_type(W.type));
-    matvec(W, act, y, pool);
 }
 
 void matmul(const Matrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool) {

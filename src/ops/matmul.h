@@ -36,20 +36,6 @@ struct Matrix {
     }
 };
 
-// An activation converted once for a weight format, reusable across matrices of that format.
-class Activation {
-public:
-    void set(const float* x, int64_t n, TensorType dot_type);
-    const void* data() const { return buf_.data(); }
-    TensorType type() const { return type_; }
-    int64_t size() const { return n_; }
-
-private:
-    HugeVector<uint8_t> buf_;
-    TensorType type_ = TensorType::F32;
-    int64_t n_ = 0;
-};
-
 // Several activation rows converted once for a weight format: rows [n_rows][n] of X, split
 // over `pool` when given (a prefill chunk's rows would otherwise convert on one thread while
 // the others wait).
@@ -101,11 +87,6 @@ struct MatvecProfile {
 void matvec_profile_open();            // clears the totals and starts counting
 MatvecProfile matvec_profile_close();  // stops and returns the totals
 
-// y[r] = W[r] . x for every row; threads split the rows.
-void matvec(const Matrix& W, const float* x, float* y, ThreadPool& pool);
-// Same with the activation already converted (its type must be dot_type(W.type)).
-void matvec(const Matrix& W, const Activation& x, float* y, ThreadPool& pool);
-
 // Y[t] = W . X[t] for t in [0, n_tokens); X is [n_tokens][W.cols], Y is [n_tokens][W.rows].
 void matmul(const Matrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool);
 
@@ -124,7 +105,7 @@ void matmul_shared_input(const float* X, int64_t n_tokens, int64_t cols, std::sp
 // blocks of R = W.rows / groups, and block g sees only slice g of each token's input:
 //   Y[t][g*R + r] = W[g*R + r] . X[t][g*W.cols .. (g+1)*W.cols)
 // X is [n_tokens][groups * W.cols], Y is [n_tokens][W.rows]. Equal, value for value, to a
-// matvec of each group's rows with each token's slice; all groups run in one parallel region.
+// product of each group's rows with each token's slice; all groups run in one parallel region.
 void matmul_grouped(const Matrix& W, int64_t groups, const float* X, int64_t n_tokens, float* Y,
                     ThreadPool& pool);
 

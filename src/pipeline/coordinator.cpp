@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace ds4::pipeline {
 
@@ -51,12 +52,10 @@ Coordinator::Coordinator(const model::ModelInfo& local, const std::string& host,
         fail("--role coordinator holds layers {}; the coordinator's range must start at layer 0 (0:K)",
              local_.range.str());
     if (!key_.enabled() && !dist::is_loopback(host))
-        std::fprintf(stderr,
-                     "ds4: warning: listening on %s without --dist-key: anyone who can reach port %u can "
-                     "register as a worker and see the hidden states\n",
-                     host.c_str(), unsigned(listener_.port()));
-    std::fprintf(stderr, "ds4: coordinator listening on %s:%u for workers (layers %s here)\n", host.c_str(),
-                 unsigned(listener_.port()), local_.range.str().c_str());
+        log::warn("ds4: warning: listening on {} without --dist-key: anyone who can reach port {} can "
+                  "register as a worker and see the hidden states", host, unsigned(listener_.port()));
+    log::info("ds4: coordinator listening on {}:{} for workers (layers {} here)", host,
+              unsigned(listener_.port()), local_.range.str());
     acceptor_ = std::thread([this] { accept_loop(); });
 }
 
@@ -90,9 +89,8 @@ void Coordinator::accept_loop() {
         bool first_refusal = false;
         if (!handshakes_.try_acquire(&first_refusal)) {
             if (first_refusal)
-                std::fprintf(stderr,
-                             "ds4: closing new control connections (%s first): %d are still in their handshake\n",
-                             s.peer().c_str(), handshakes_.limit());
+                log::warn("ds4: closing new control connections ({} first): {} are still in their handshake",
+                          s.peer(), handshakes_.limit());
             continue;
         }
         auto sp = std::make_shared<dist::Socket>(std::move(s));
@@ -179,16 +177,16 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
             id = next_id_++;
             workers_.push_back({id, *h, host, sp});
             ++generation_;
-            std::fprintf(stderr, "ds4: worker %s:%u registered layers %s\n", host.c_str(), h->listen_port,
-                         range_str(h->layer_start, h->layer_end, h->has_output).c_str());
+            log::info("ds4: worker {}:{} registered layers {}", host, h->listen_port,
+                      range_str(h->layer_start, h->layer_end, h->has_output));
         }
         changed_.notify_all();
         // The connection stays open while the worker is up; its end is the worker's end.
         for (;;) (void)c.recv();
     } catch (const dist::AuthError& e) {
-        std::fprintf(stderr, "ds4: control connection: %s\n", e.what());
+        log::warn("ds4: control connection: {}", e.what());
     } catch (const Error& e) {
-        if (id == 0) std::fprintf(stderr, "ds4: control connection from %s: %s\n", peer.c_str(), e.what());
+        if (id == 0) log::warn("ds4: control connection from {}: {}", peer, e.what());
     }
     handshake_done();
     std::lock_guard lk(mu_);
@@ -197,9 +195,9 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
         const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const Worker& w) { return w.id == id; });
         if (it != workers_.end()) {
             if (!stopping_)
-                std::fprintf(stderr, "ds4: worker %s:%u (layers %s) dropped; the route is incomplete until it "
-                             "registers again\n", it->host.c_str(), it->hello.listen_port,
-                             range_str(it->hello.layer_start, it->hello.layer_end, it->hello.has_output).c_str());
+                log::warn("ds4: worker {}:{} (layers {}) dropped; the route is incomplete until it "
+                          "registers again", it->host, it->hello.listen_port,
+                          range_str(it->hello.layer_start, it->hello.layer_end, it->hello.has_output));
             workers_.erase(it);
             ++generation_;
         }
@@ -273,8 +271,8 @@ Route Coordinator::wait_for_route(double timeout_s) {
         Route r;
         std::string missing;
         if (form_route(r, missing)) {
-            std::fprintf(stderr, "ds4: route complete: coordinator layers %s -> %s%s\n", local_.range.str().c_str(),
-                         r.str().c_str(), r.worker_head || local_.range.output ? "" : " (output head here)");
+            log::info("ds4: route complete: coordinator layers {} -> {}{}", local_.range.str(), r.str(),
+                      r.worker_head || local_.range.output ? "" : " (output head here)");
             return r;
         }
         const auto now = clock::now();
@@ -282,7 +280,7 @@ Route Coordinator::wait_for_route(double timeout_s) {
             fail("route incomplete after {:.0f} s: {} (start the workers with --coordinator HOST {})", timeout_s,
                  missing, listener_.port());
         if (now >= next_note) {
-            std::fprintf(stderr, "ds4: waiting for workers: %s\n", missing.c_str());
+            log::info("ds4: waiting for workers: {}", missing);
             next_note = now + std::chrono::seconds(5);
         }
         changed_.wait_until(lk, std::min(deadline, next_note));

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "dist/activation.h"
 #include "model/blocks/batch_check.h"
 #include "model/blocks/hidden_out.h"
@@ -282,8 +283,8 @@ void PipelineModel::eval_item(PipelineSequence& ps, const model::BatchItem& it) 
     } catch (const StateMismatch&) {
     }
     if (dist_.debug)
-        std::fprintf(stderr, "ds4: dist: a worker's state for session %016llx differs; replaying %zu tokens\n",
-                     (unsigned long long)ps.session_, ps.tokens().size());
+        log::info("ds4: dist: a worker's state for session {:016x} differs; replaying {} tokens",
+                  (unsigned long long)ps.session_, ps.tokens().size());
     replay(ps);
     try {
         run_span(ps, it.tokens, it.want, it.logits, false);
@@ -388,14 +389,13 @@ void PipelineModel::run_span_unguarded(PipelineSequence& ps, std::span<const int
         if (dist_.debug) {
             const double us =
                 std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - f.sent).count();
-            std::fprintf(stderr, "ds4: dist: pos %lld n %lld: round trip %.0f us\n", (long long)(pos_start + f.b),
-                         (long long)f.len, us);
+            log::info("ds4: dist: pos {} n {}: round trip {:.0f} us", (long long)(pos_start + f.b),
+                      (long long)f.len, us);
             for (const dist::Telemetry& t : r.telemetry)
-                std::fprintf(stderr,
-                             "ds4: dist:   hop %u layers %u:%u pos %u n %u: eval %u us, downstream wait %u us, "
-                             "forward send %u us, in %u B, out %u B\n",
-                             t.route_index, t.layer_start, t.layer_end, t.pos0, t.n_tokens, t.eval_usec,
-                             t.downstream_wait_usec, t.forward_send_usec, t.input_bytes, t.output_bytes);
+                log::info("ds4: dist:   hop {} layers {}:{} pos {} n {}: eval {} us, downstream wait {} us, "
+                          "forward send {} us, in {} B, out {} B", t.route_index, t.layer_start, t.layer_end,
+                          t.pos0, t.n_tokens, t.eval_usec, t.downstream_wait_usec, t.forward_send_usec,
+                          t.input_bytes, t.output_bytes);
         }
         if (r.status != dist::kStatusOk) fail("the route answered with status {}", r.status);
         if (r.result_hash != f.after) fail("the route answered for another token prefix (result hash differs)");
@@ -460,8 +460,8 @@ void PipelineModel::run_span_unguarded(PipelineSequence& ps, std::span<const int
         send_work(route, w);
         inflight.push_back({w.request_id, b, len, rows, after, std::chrono::steady_clock::now()});
         if (dist_.debug)
-            std::fprintf(stderr, "ds4: dist: sent pos %u n %lld%s (%zu in flight)\n", w.pos0, (long long)len,
-                         rows ? "" : " ack-only", inflight.size());
+            log::info("ds4: dist: sent pos {} n {}{} ({} in flight)", w.pos0, (long long)len,
+                      rows ? "" : " ack-only", inflight.size());
         hash = after;
         while (!inflight.empty() && (rows || inflight.size() >= window)) collect();
     }

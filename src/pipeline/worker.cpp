@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "dist/activation.h"
 #include "dist/auth.h"
 #include "dist/connection.h"
@@ -173,13 +174,10 @@ public:
         const uint16_t port = o.dist.listen_port < 0 ? 0 : uint16_t(o.dist.listen_port);
         listener_ = std::make_unique<dist::Listener>(host, port);
         if (!key_.enabled() && !dist::is_loopback(host))
-            std::fprintf(stderr,
-                         "ds4: warning: worker listening on %s without --dist-key: anyone who can reach port %u "
-                         "can send it work and read hidden states\n",
-                         host.c_str(), unsigned(listener_->port()));
-        std::fprintf(stderr, "ds4: worker layers %s, data port %s:%u, coordinator %s:%d\n", info.range.str().c_str(),
-                     host.c_str(), unsigned(listener_->port()), o.dist.coordinator_host.c_str(),
-                     o.dist.coordinator_port);
+            log::warn("ds4: warning: worker listening on {} without --dist-key: anyone who can reach port {} "
+                      "can send it work and read hidden states", host, unsigned(listener_->port()));
+        log::info("ds4: worker layers {}, data port {}:{}, coordinator {}:{}", info.range.str(), host,
+                  unsigned(listener_->port()), o.dist.coordinator_host, o.dist.coordinator_port);
     }
 
     int run() {
@@ -197,16 +195,15 @@ public:
             bool first_refusal = false;
             if (!handshakes_.try_acquire(&first_refusal)) {
                 if (first_refusal)
-                    std::fprintf(stderr,
-                                 "ds4: closing new data connections (%s first): %d are still in their handshake\n",
-                                 s.peer().c_str(), handshakes_.limit());
+                    log::warn("ds4: closing new data connections ({} first): {} are still in their handshake",
+                              s.peer(), handshakes_.limit());
                 continue;
             }
             auto sp = std::make_shared<dist::Socket>(std::move(s));
             std::thread([this, sp] { serve_data(std::move(*sp)); }).detach();
         }
         control.join();
-        std::fprintf(stderr, "ds4: %s\n", fatal_.c_str());
+        log::error("ds4: {}", fatal_);
         return 1;
     }
 
@@ -236,8 +233,8 @@ private:
                 dist::authenticate_connector(s, key_, dist::Channel::control);
                 dist::Connection c(std::move(s));
                 c.send(dist::encode(hello()));
-                std::fprintf(stderr, "ds4: registered with the coordinator at %s:%d\n", d.coordinator_host.c_str(),
-                             d.coordinator_port);
+                log::info("ds4: registered with the coordinator at {}:{}", d.coordinator_host,
+                          d.coordinator_port);
                 waiting_noted = false;
                 for (;;) {
                     const dist::Message m = c.recv_message();
@@ -247,11 +244,11 @@ private:
                 return stop(e.what());
             } catch (const dist::TransportError& e) {
                 if (!waiting_noted)
-                    std::fprintf(stderr, "ds4: coordinator at %s:%d not reachable (%s); retrying\n",
-                                 d.coordinator_host.c_str(), d.coordinator_port, e.what());
+                    log::warn("ds4: coordinator at {}:{} not reachable ({}); retrying", d.coordinator_host,
+                              d.coordinator_port, e.what());
                 waiting_noted = true;
             } catch (const Error& e) {
-                std::fprintf(stderr, "ds4: control connection: %s; registering again\n", e.what());
+                log::warn("ds4: control connection: {}; registering again", e.what());
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
@@ -286,7 +283,7 @@ private:
             dist::authenticate_acceptor(s, key_, dist::Channel::data);
         } catch (const Error& e) {
             handshakes_.release();
-            std::fprintf(stderr, "ds4: data connection: %s\n", e.what());
+            log::warn("ds4: data connection: {}", e.what());
             return;
         }
         handshakes_.release();
@@ -299,7 +296,7 @@ private:
             } catch (const dist::TransportError&) {
                 return;  // the upstream side closed
             } catch (const Error& e) {
-                std::fprintf(stderr, "ds4: data connection: %s\n", e.what());
+                log::warn("ds4: data connection: {}", e.what());
                 return;
             }
             try {
@@ -312,7 +309,7 @@ private:
                     continue;
                 }
             } catch (const Error& e) {
-                std::fprintf(stderr, "ds4: snapshot: %s\n", e.what());
+                log::warn("ds4: snapshot: {}", e.what());
                 return;
             }
             auto* w = std::get_if<dist::Work>(&m);

@@ -108,12 +108,4 @@ MultiDotFn multi_dot_kernel(TensorType w, Isa isa) {
     return ops->multi[level];
 }
 
-void matvec(TensorType w, int64_t rows, int64_t n, const void* W, const void* act, float* y,
-            Isa isa) {
-    const DotFn dot = dot_kernel(w, isa);
-    const size_t stride = row_bytes(w, n);
-    const auto* base = static_cast<const uint8_t*>(W);
-    for (int64_t r = 0; r < rows; ++r) y[r] = dot(n, base + size_t(r) * stride, act);
-}
-
 }  // namespace ds4::quant

@@ -87,10 +87,6 @@ bool ggml_compat();
 DotFn dot_kernel(TensorType w, Isa isa);
 inline DotFn dot_kernel(TensorType w) { return dot_kernel(w, best_isa()); }
 
-// y[r] = dot(row r of W, act) for r in [0, rows); W is row-major with row_bytes(w, n) per row.
-void matvec(TensorType w, int64_t rows, int64_t n, const void* W, const void* act, float* y,
-            Isa isa);
-
 // The multi-row kernel matching dot_kernel(w, isa) (same ISA fallback), or nullptr where
 // that format has none and while ggml_compat() is on (callers then loop over dot_kernel).
 MultiDotFn multi_dot_kernel(TensorType w, Isa isa);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "common/log.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -87,7 +88,7 @@ void Generation::prefill_progress() {
 
 void Generation::fail(const std::string& message, int status) {
     Channel& ch = *job_.channel;
-    std::fprintf(stderr, "ds4-server: %s failed: %s\n", to_string(job_.request.api), message.c_str());
+    log::warn("ds4-server: {} failed: {}", to_string(job_.request.api), message);
     if (job_.request.stream) {
         out_.clear();
         job_.writer->error_event(message, out_);
@@ -179,14 +180,12 @@ void Generation::finish(engine::StopReason reason) {
     ch.push(std::move(out_));
     out_.clear();
     ch.close(job_.writer->status(f));
-    // One line per request for the operator (stderr).
-    std::fprintf(stderr,
-                 "ds4-server: %s prompt=%lld cached=%lld prefill=%.1f t/s gen=%lld tokens %.1f t/s "
-                 "finish=%s%s%s\n",
-                 to_string(job_.request.api), (long long)usage_.prompt, (long long)usage_.cached,
-                 prefill_seconds_ > 0 ? double(usage_.written) / prefill_seconds_ : 0.0, (long long)emitted_,
-                 gen_seconds > 0 ? double(emitted_) / gen_seconds : 0.0, to_string(f.reason),
-                 f.error.empty() ? "" : " ", f.error.c_str());
+    // One line per request for the operator (the log: stderr).
+    log::info("ds4-server: {} prompt={} cached={} prefill={:.1f} t/s gen={} tokens {:.1f} t/s finish={}{}{}",
+              to_string(job_.request.api), usage_.prompt, usage_.cached,
+              prefill_seconds_ > 0 ? double(usage_.written) / prefill_seconds_ : 0.0, emitted_,
+              gen_seconds > 0 ? double(emitted_) / gen_seconds : 0.0, to_string(f.reason),
+              f.error.empty() ? "" : " ", f.error);
 }
 
 }  // namespace ds4::server

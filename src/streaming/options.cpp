@@ -1,9 +1,8 @@
 #include "streaming/options.h"
 
-#include <cstdio>
-
 #include "common/cli_checks.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "model/context_check.h"
 
 namespace ds4::streaming {
@@ -72,10 +71,10 @@ int64_t reserved_bytes(const model::Model& m, const model::SequenceOptions& opt,
 
 Attachment::~Attachment() {
     try {
-        if (cache_) std::fprintf(stderr, "%s\n", summary().c_str());
+        if (cache_) log::info("{}", summary());
         write_profile();
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "ds4: %s\n", e.what());
+        log::error("ds4: {}", e.what());
     }
 }
 
@@ -148,7 +147,7 @@ std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t re
         } else if (!o.preload_file.empty()) {
             line += "; cold start (no preload)";
         }
-        std::fprintf(stderr, "%s\n", line.c_str());
+        log::info("{}", line);
         source = a->cache_;
     }
     if (!o.profile_out.empty()) {

@@ -43,7 +43,7 @@ void check(const Options& o);
 // scratch (estimated; see docs/SSD_STREAMING.md).
 int64_t reserved_bytes(const model::Model& m, const model::SequenceOptions& opt, int64_t sequences);
 
-// What attach() set up; on destruction prints the cache counters (stderr) and writes the
+// What attach() set up; on destruction logs the cache counters (common/log.h) and writes the
 // profile.
 class Attachment {
 public:
@@ -73,7 +73,7 @@ private:
 // Sets the model's expert source per `o`: the streaming cache (the model must have been opened
 // with stream_experts = o.enabled), sized by --ssd-streaming-cache-experts against what is
 // available after `reserved` bytes, preloaded from --ssd-streaming-preload unless --cold, and
-// wrapped for --expert-profile. Prints the startup line to stderr. Returns nullptr when no flag
+// wrapped for --expert-profile. Logs the startup line. Returns nullptr when no flag
 // asks for anything.
 std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t reserved);
 

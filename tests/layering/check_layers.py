@@ -52,6 +52,13 @@ PROBES = [
     ("pipeline", "engine/engine.h", False),
     ("model", "pipeline/worker.h", False),
     ("dist", "pipeline/options.h", False),
+    ("frontend", "streaming/options.h", True),
+    ("frontend", "pipeline/pipeline_model.h", True),
+    ("frontend", "tokenizer/tokenizer.h", True),
+    ("frontend", "engine/engine.h", False),
+    ("frontend", "server/http_server.h", False),
+    ("server", "frontend/startup.h", False),
+    ("pipeline", "frontend/model_options.h", False),
 ]
 
 

@@ -23,10 +23,10 @@ namespace {
 
 // One tiny model for the suite: 6 layers (ratios 0,0,4,128,4,128), window 16, top-k 4.
 const std::string& tiny_model() {
-    static oracle::TempDir dir;
+    static test::TempDir dir;
     static const std::string path = [] {
         const std::string p = dir.file("tiny.gguf");
-        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "-o", p, "--preset",
+        const auto r = test::run_command({test::binary("ds4-gguf-gen"), "-q", "-o", p, "--preset",
                                             "tiny", "--indexer-heads", "16", "--seed", "11"});
         EXPECT_EQ(r.exit_code, 0) << r.output;
         return p;
@@ -114,18 +114,18 @@ TEST(Batch, EverySequenceBitIdenticalToEvaluatingItAlone) {
     const int64_t V = m->config().n_vocab;
     std::vector<Plan> plans(5);
     // A: decode from the start, 300 positions (every cache, the indexer choosing from 20 on).
-    plans[0].ids = oracle::random_token_ids(300, V, 1);
+    plans[0].ids = test::random_token_ids(300, V, 1);
     plans[0].chunks = chunks_of({{1, 300}});
     // B: a long prefill in chunks of 64 beside the others' decode rows, then decode.
-    plans[1].ids = oracle::random_token_ids(290, V, 2);
+    plans[1].ids = test::random_token_ids(290, V, 2);
     plans[1].chunks = chunks_of({{64, 4}, {1, 34}});
     plans[1].start = 3;
     // C: odd chunks, a small rewind slack (attention in blocks shorter than the chunk), QAT off.
-    plans[2].ids = oracle::random_token_ids(200, V, 3);
+    plans[2].ids = test::random_token_ids(200, V, 3);
     plans[2].chunks = chunks_of({{37, 3}, {1, 40}, {49, 1}});
     plans[2].opt = {.ctx = 256, .qat = false, .rewind_slack = 5};
     // D: starts late and ends early (joins and leaves between calls).
-    plans[3].ids = oracle::random_token_ids(60, V, 4);
+    plans[3].ids = test::random_token_ids(60, V, 4);
     plans[3].chunks = chunks_of({{20, 1}, {1, 40}});
     plans[3].start = 100;
     // E: the same tokens as A (identical rows side by side), a context of exactly its length.
@@ -146,7 +146,7 @@ TEST(Batch, DecodeRowsOfManySequencesEqualTheirOwnDecode) {
     const int64_t V = m->config().n_vocab;
     std::vector<Plan> plans(8);
     for (size_t i = 0; i < plans.size(); ++i) {
-        plans[i].ids = oracle::random_token_ids(40 + 5 * int64_t(i), V, 20 + i);
+        plans[i].ids = test::random_token_ids(40 + 5 * int64_t(i), V, 20 + i);
         plans[i].chunks = chunks_of({{int64_t(3 + i), 1}, {1, 37 + 5 * int64_t(i) - int64_t(i)}});
         plans[i].opt = {.ctx = 128};
     }
@@ -221,7 +221,7 @@ private:
 TEST(ExpertSource, IsToldEachLayersRoutingBeforeItsProducts) {
     auto m = Model::load(tiny_model(), {.threads = 2});
     const int64_t V = m->config().n_vocab;
-    const auto ids = oracle::random_token_ids(50, V, 7);
+    const auto ids = test::random_token_ids(50, V, 7);
     std::vector<float> resident, checked;
     {
         model::Session s(*m, {.ctx = 64, .prefill_chunk = 16});

@@ -23,8 +23,8 @@
 namespace ds4::deepseek4 {
 namespace {
 
-using oracle::binary;
-using oracle::run_command;
+using test::binary;
+using test::run_command;
 
 struct CsvRow {
     long long ctx = 0, prefill = 0, gen = 0, kv = 0, sessions = 0;
@@ -65,18 +65,18 @@ protected:
         ASSERT_EQ(run_command({binary("ds4-gguf-gen"), "-q", "-o", model_, "--preset", "tiny",
                                "--seed", "9"}).exit_code, 0);
         n_vocab_ = Model::load(model_)->config().n_vocab;
-        ids_ = oracle::random_token_ids(100, n_vocab_, 5);
+        ids_ = test::random_token_ids(100, n_vocab_, 5);
         ids_file_ = dir_.file("ids.txt");
-        oracle::write_token_ids(ids_file_, ids_);
+        test::write_token_ids(ids_file_, ids_);
     }
 
-    oracle::RunResult bench(std::vector<std::string> extra) {
+    test::RunResult bench(std::vector<std::string> extra) {
         std::vector<std::string> argv = {binary("ds4-bench"), "-m", model_, "--threads", "2"};
         argv.insert(argv.end(), extra.begin(), extra.end());
         return run_command(argv);
     }
 
-    oracle::TempDir dir_;
+    test::TempDir dir_;
     std::string model_, ids_file_;
     int64_t n_vocab_ = 0;
     std::vector<int32_t> ids_;
@@ -160,7 +160,7 @@ TEST_F(BenchCli, ProbeIsTheGreedyContinuationOfEachFrontier) {
     const int frontiers[] = {32, 48, 64};
     for (size_t i = 0; i < lines.size(); ++i) {
         const std::string prefix = dir_.file("prefix.txt");
-        oracle::write_token_ids(prefix, {ids_.begin(), ids_.begin() + frontiers[i]});
+        test::write_token_ids(prefix, {ids_.begin(), ids_.begin() + frontiers[i]});
         const auto ref = run_command({binary("ds4"), "-m", model_, "--token-ids", prefix, "-n",
                                       "5", "--prefill-chunk", "16", "--threads", "2", "--ctx",
                                       "128"});
@@ -224,7 +224,7 @@ TEST_F(BenchCli, BadArgumentsFailWithAClearMessage) {
         EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
     }
     // A token id outside the vocabulary, reported with its position.
-    oracle::write_token_ids(dir_.file("big.txt"), {1, 2, int32_t(n_vocab_)});
+    test::write_token_ids(dir_.file("big.txt"), {1, 2, int32_t(n_vocab_)});
     const auto big = bench({"--token-ids", dir_.file("big.txt"), "--ctx-start", "3", "--ctx-max",
                             "3", "--gen-tokens", "1"});
     EXPECT_EQ(big.exit_code, 1);

@@ -49,11 +49,11 @@ struct Split {
 class CliGenerate : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
+        dir_ = new test::TempDir;
         model_ = dir_->file("vocab-tiny.gguf");
-        auto args = oracle::kTinyQ8Io;
+        auto args = test::kTinyQ8Io;
         args.insert(args.end(), {"--seed", "3"});
-        const auto r = oracle::write_tiny_model(model_, args);
+        const auto r = test::write_tiny_model(model_, args);
         ASSERT_EQ(r.exit_code, 0) << r.output;
     }
     static void TearDownTestSuite() {
@@ -63,12 +63,12 @@ protected:
 
     // Runs ds4 with stdout and stderr captured separately.
     static Split ds4(const std::vector<std::string>& args) {
-        std::string cmd = "exec " + quote(oracle::binary("ds4"));
+        std::string cmd = "exec " + quote(test::binary("ds4"));
         // (appended piece by piece: GCC 12 warns, wrongly, about "literal" + std::string&&)
         for (const auto& a : args) cmd.append(" ").append(quote(a));
         cmd.append(" >").append(quote(dir_->file("out.txt")));
         cmd.append(" 2>").append(quote(dir_->file("err.txt")));
-        const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+        const auto r = test::run_command({"/bin/sh", "-c", cmd});
         return {r.exit_code, read_file(dir_->file("out.txt")), read_file(dir_->file("err.txt"))};
     }
     static std::vector<std::string> gen(const std::string& prompt, std::vector<std::string> extra) {
@@ -83,10 +83,10 @@ protected:
         return ids;
     }
 
-    static oracle::TempDir* dir_;
+    static test::TempDir* dir_;
     static std::string model_;
 };
-oracle::TempDir* CliGenerate::dir_ = nullptr;
+test::TempDir* CliGenerate::dir_ = nullptr;
 std::string CliGenerate::model_;
 
 TEST_F(CliGenerate, GreedyOneShotPrintsExactlyTheLibrarysGreedyText) {

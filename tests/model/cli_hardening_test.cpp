@@ -18,7 +18,7 @@
 namespace ds4::cli {
 namespace {
 
-using oracle::binary;
+using test::binary;
 
 struct ToolRun {
     int exit_code = -1;
@@ -29,7 +29,7 @@ struct ToolRun {
 ToolRun tool(const std::string& name, const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"timeout", "30", binary(name)};
     argv.insert(argv.end(), args.begin(), args.end());
-    const auto r = oracle::run_command(argv);
+    const auto r = test::run_command(argv);
     return {r.exit_code, r.output};
 }
 
@@ -42,27 +42,27 @@ void expect_error(const ToolRun& r, const std::vector<std::string>& fragments, i
 class CliHardening : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
+        dir_ = new test::TempDir;
         model_ = dir_->file("tiny.gguf");
-        const auto r = oracle::run_command(
+        const auto r = test::run_command(
             {binary("ds4-gguf-gen"), "-q", "--preset", "tiny", "--seed", "5", "-o", model_});
         ASSERT_EQ(r.exit_code, 0) << r.output;
         ids_ = dir_->file("ids.txt");
-        oracle::write_token_ids(ids_, {1, 2, 3});
+        test::write_token_ids(ids_, {1, 2, 3});
     }
     static void TearDownTestSuite() {
         delete dir_;
         dir_ = nullptr;
     }
-    static oracle::TempDir* dir_;
+    static test::TempDir* dir_;
     static std::string model_, ids_;  // a tiny model (random vocabulary), three token ids
 };
-oracle::TempDir* CliHardening::dir_ = nullptr;
+test::TempDir* CliHardening::dir_ = nullptr;
 std::string CliHardening::model_, CliHardening::ids_;
 
 // Item 2: a FIFO as the model is refused by its type; open() would wait for a writer forever.
 TEST_F(CliHardening, FifoAsModelIsRefusedWithoutBlocking) {
-    oracle::TempDir d;
+    test::TempDir d;
     const std::string fifo = d.file("model.gguf");
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
     for (const auto& args : std::vector<std::vector<std::string>>{
@@ -137,12 +137,12 @@ TEST_F(CliHardening, DirectoryAsPromptFileIsAnError) {
 // whole or not at all, and the failure is reported. The "full disk" is a file size limit
 // (ulimit -f, SIGXFSZ ignored so the write fails with EFBIG); 3 x 512 logits need 6 KiB.
 TEST_F(CliHardening, LogitsDumpIsWholeOrAbsent) {
-    oracle::TempDir d;
+    test::TempDir d;
     const std::string out = d.file("logits.f32");
     std::ofstream(out) << "previous";
     const std::string cmd = "trap '' XFSZ; ulimit -f 2; exec timeout 30 '" + binary("ds4") + "' -m '" +
                             model_ + "' --token-ids '" + ids_ + "' --dump-logits-f32 '" + out + "'";
-    const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+    const auto r = test::run_command({"/bin/sh", "-c", cmd});
     expect_error({r.exit_code, r.output}, {"ds4: --dump-logits-f32 " + out, "File too large"});
     std::ifstream in(out);
     std::stringstream kept;

@@ -118,12 +118,12 @@ private:
 class CliInteractive : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
+        dir_ = new test::TempDir;
         model_ = dir_->file("vocab-tiny.gguf");
-        auto args = oracle::kTinyQ8Io;
+        auto args = test::kTinyQ8Io;
         // Trained for 64k positions: the tests ask for contexts up to 32768.
         args.insert(args.end(), {"--seed", "3", "--ctx", "65536"});
-        const auto r = oracle::write_tiny_model(model_, args);
+        const auto r = test::write_tiny_model(model_, args);
         ASSERT_EQ(r.exit_code, 0) << r.output;
     }
     static void TearDownTestSuite() {
@@ -131,7 +131,7 @@ protected:
         dir_ = nullptr;
     }
     static std::vector<std::string> ds4(std::vector<std::string> extra) {
-        std::vector<std::string> a = {oracle::binary("ds4"), "-m", model_, "--threads", "2"};
+        std::vector<std::string> a = {test::binary("ds4"), "-m", model_, "--threads", "2"};
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
     }
@@ -144,14 +144,14 @@ protected:
         return v;
     }
 
-    static oracle::TempDir* dir_;
+    static test::TempDir* dir_;
     static std::string model_;
 };
-oracle::TempDir* CliInteractive::dir_ = nullptr;
+test::TempDir* CliInteractive::dir_ = nullptr;
 std::string CliInteractive::model_;
 
 TEST_F(CliInteractive, TurnsCommandsAndSuffixOnlyPrefill) {
-    oracle::TempDir home;
+    test::TempDir home;
     Pty p(ds4({"--ctx", "2048", "--nothink", "--temp", "0", "-n", "6"}), home.path().string());
     ASSERT_TRUE(p.started());
     ASSERT_TRUE(p.expect("ds4> ")) << p.all();
@@ -191,7 +191,7 @@ TEST_F(CliInteractive, TurnsCommandsAndSuffixOnlyPrefill) {
 }
 
 TEST_F(CliInteractive, CtrlCStopsAReplyAndReturnsToThePrompt) {
-    oracle::TempDir home;
+    test::TempDir home;
     // A random model rarely says EOS: without Ctrl+C this reply would run to the full context.
     Pty p(ds4({"--ctx", "32768", "--nothink", "--temp", "1", "--seed", "1"}), home.path().string());
     ASSERT_TRUE(p.expect("ds4> ")) << p.all();
@@ -213,7 +213,7 @@ TEST_F(CliInteractive, CtrlCStopsAReplyAndReturnsToThePrompt) {
 }
 
 TEST_F(CliInteractive, ProgressDuringLongPrefillAndRollbackOnCtrlC) {
-    oracle::TempDir home;
+    test::TempDir home;
     std::string text;
     for (int i = 0; i < 1500; ++i) text += "word" + std::to_string(i) + " ";
     const std::string file = home.file("long.txt");
@@ -239,7 +239,7 @@ TEST_F(CliInteractive, ProgressDuringLongPrefillAndRollbackOnCtrlC) {
 }
 
 TEST_F(CliInteractive, OneShotOnATerminal) {
-    oracle::TempDir home;
+    test::TempDir home;
     // Thinking on: the whole reply is reasoning (the random model never closes </think>), which
     // a terminal shows dimmed (SGR 2) and resets at the end.
     Pty p(ds4({"-p", "Hi", "--think", "--temp", "0", "-n", "8"}), home.path().string());
@@ -257,7 +257,7 @@ TEST_F(CliInteractive, ScriptedThroughAPipe) {
     std::string cmd = "exec";
     for (const auto& a : ds4({"--ctx", "1024", "--temp", "0", "-n", "3"})) cmd += " '" + a + "'";
     cmd += " <'" + in + "' 2>'" + dir_->file("err.txt") + "'";
-    const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+    const auto r = test::run_command({"/bin/sh", "-c", cmd});
     std::ifstream e(dir_->file("err.txt"));
     std::stringstream err;
     err << e.rdbuf();
@@ -275,7 +275,7 @@ TEST_F(CliInteractive, ScriptedThroughAPipe) {
 // cut it mid-entry without a word. It is now replaced whole or not at all, and a failed save
 // is reported. The disk is "full" past 2 KiB here; the old history is ~4 KiB.
 TEST_F(CliInteractive, HistoryIsKeptWholeWhenTheDiskIsFull) {
-    oracle::TempDir home;
+    test::TempDir home;
     const std::string path = home.file(".ds4_history");
     std::string old = "_HiStOrY_V2_\n";
     for (int i = 0; i < 300; ++i) old += "oldentry" + std::to_string(1000 + i) + "\n";
@@ -310,7 +310,7 @@ TEST_F(CliInteractive, ReadOfADirectoryIsAnError) {
     std::string cmd = "exec";
     for (const auto& a : ds4({"--ctx", "512", "-n", "2"})) cmd += " '" + a + "'";
     cmd += " <'" + in + "' 2>'" + err_file + "'";
-    const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+    const auto r = test::run_command({"/bin/sh", "-c", cmd});
     std::ifstream e(err_file);
     std::stringstream err;
     err << e.rdbuf();
@@ -330,7 +330,7 @@ TEST_F(CliInteractive, SaveAndLoadContinueAConversation) {
         std::string cmd = "exec";
         for (const auto& a : ds4({"--ctx", "1024", "--temp", "0", "-n", "3"})) cmd += " '" + a + "'";
         cmd += " <'" + in + "' 2>'" + err_file + "'";
-        const auto r = oracle::run_command({"/bin/sh", "-c", cmd});
+        const auto r = test::run_command({"/bin/sh", "-c", cmd});
         std::ifstream e(err_file);
         std::stringstream err;
         err << e.rdbuf();

@@ -17,8 +17,8 @@
 namespace ds4::deepseek4 {
 namespace {
 
-std::string generate(const oracle::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
-    return oracle::generate_model(dir, name, args);
+std::string generate(const test::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
+    return test::generate_model(dir, name, args);
 }
 
 int64_t rss_bytes() {
@@ -32,36 +32,36 @@ int64_t rss_bytes() {
 class ContextCheck : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
+        dir_ = new test::TempDir;
         tiny_ = generate(*dir_, "tiny.gguf", {"--preset", "tiny", "--real-vocab"});  // trained 4096
         long_ = generate(*dir_, "long.gguf", {"--preset", "tiny", "--ctx", "1099511627776"});
     }
     static void TearDownTestSuite() { delete dir_; }
-    static oracle::TempDir* dir_;
+    static test::TempDir* dir_;
     static std::string tiny_, long_;
 };
-oracle::TempDir* ContextCheck::dir_ = nullptr;
+test::TempDir* ContextCheck::dir_ = nullptr;
 std::string ContextCheck::tiny_, ContextCheck::long_;
 
 TEST_F(ContextCheck, AboveTheTrainedContextIsRefusedByTheTools) {
-    const auto ds4 = oracle::run_command({oracle::binary("ds4"), "-m", tiny_, "--ctx", "100000", "-p", "hi", "-n", "1"});
+    const auto ds4 = test::run_command({test::binary("ds4"), "-m", tiny_, "--ctx", "100000", "-p", "hi", "-n", "1"});
     EXPECT_NE(ds4.exit_code, 0);
     EXPECT_NE(ds4.output.find("--ctx 100000 is above the model's trained context of 4096"), std::string::npos)
         << ds4.output;
-    const auto server = oracle::run_command({oracle::binary("ds4-server"), "-m", tiny_, "--ctx", "100000",
+    const auto server = test::run_command({test::binary("ds4-server"), "-m", tiny_, "--ctx", "100000",
                                              "--port", "0"});
     EXPECT_NE(server.exit_code, 0);
     EXPECT_NE(server.output.find("trained context of 4096"), std::string::npos) << server.output;
     // At the trained context itself it runs.
-    EXPECT_EQ(oracle::run_command({oracle::binary("ds4"), "-m", tiny_, "--ctx", "4096", "-p", "hi", "-n", "1",
+    EXPECT_EQ(test::run_command({test::binary("ds4"), "-m", tiny_, "--ctx", "4096", "-p", "hi", "-n", "1",
                                    "--temp", "0"}).exit_code, 0);
 }
 
 TEST_F(ContextCheck, MoreThanTheMemoryAvailableSaysWhatFits) {
     // 2^31 positions of the tiny shape need ~0.5 TiB of KV state: refused, not std::bad_alloc.
     const std::string ids = dir_->file("ids.txt");
-    oracle::write_token_ids(ids, {1, 2, 3});
-    const auto r = oracle::run_command({oracle::binary("ds4"), "-m", long_, "--ctx", "2147483648", "--token-ids",
+    test::write_token_ids(ids, {1, 2, 3});
+    const auto r = test::run_command({test::binary("ds4"), "-m", long_, "--ctx", "2147483648", "--token-ids",
                                         ids, "-n", "1"});
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.output.find("at most"), std::string::npos) << r.output;

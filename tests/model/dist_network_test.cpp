@@ -14,6 +14,8 @@
 // skipped with the reason.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -37,10 +39,10 @@ namespace ds4 {
 namespace {
 
 using namespace std::chrono_literals;
-using oracle::contains;
-using oracle::eventually;
-using oracle::Proc;
-using oracle::slurp;
+using test::contains;
+using test::eventually;
+using test::Proc;
+using test::slurp;
 using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t0) {
@@ -71,8 +73,8 @@ public:
             ip({"-n", ns(0), "addr", "add", addr(0) + "/24", "dev", "br0"});
             ip({"-n", ns(0), "link", "set", "br0", "up"});
             for (int i = 1; i <= workers; ++i) {
-                add_ns("w" + std::to_string(i));
-                const std::string port = "vw" + std::to_string(i);
+                add_ns(fmt::format("w{}", i));
+                const std::string port = fmt::format("vw{}", i);
                 ip({"-n", ns(0), "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns(i)});
                 ip({"-n", ns(0), "link", "set", port, "master", "br0"});
                 ip({"-n", ns(0), "link", "set", port, "up"});
@@ -104,7 +106,7 @@ private:
     void ip(const std::vector<std::string>& args) {
         std::vector<std::string> a = {ip_};
         a.insert(a.end(), args.begin(), args.end());
-        const auto r = oracle::run_command(a);
+        const auto r = test::run_command(a);
         if (r.exit_code != 0) {
             std::string cmd;
             for (const auto& s : a) cmd += s + " ";
@@ -118,7 +120,7 @@ private:
     }
     void cleanup() {
         // Deleting a namespace removes its links (the veth pairs and the bridge with them).
-        for (auto it = made_.rbegin(); it != made_.rend(); ++it) oracle::run_command({ip_, "netns", "del", *it});
+        for (auto it = made_.rbegin(); it != made_.rend(); ++it) test::run_command({ip_, "netns", "del", *it});
         made_.clear();
     }
 
@@ -151,10 +153,10 @@ bool closed_by_peer(int fd, double timeout_s) {
 class DistNetwork : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
-        model_ = oracle::generate_model(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "5"});
+        dir_ = new test::TempDir;
+        model_ = test::generate_model(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "5"});
         ids_ = dir_->file("ids.txt");
-        oracle::write_token_ids(ids_, oracle::random_token_ids(100, 512, 11));
+        test::write_token_ids(ids_, test::random_token_ids(100, 512, 11));
         key_a_ = dir_->file("key_a");
         key_b_ = dir_->file("key_b");
         std::ofstream(key_a_) << "0123456789abcdef0123456789abcdef\n";
@@ -176,7 +178,7 @@ protected:
 
     std::vector<std::string> worker_args(const std::string& layers, const std::string& coord_host, uint16_t coord_port,
                                          const std::string& listen_host, std::vector<std::string> extra) const {
-        std::vector<std::string> a = {oracle::binary("ds4"), "-m", model_, "-t", "1", "--role", "worker", "--layers",
+        std::vector<std::string> a = {test::binary("ds4"), "-m", model_, "-t", "1", "--role", "worker", "--layers",
                                       layers, "--coordinator", coord_host, std::to_string(coord_port), "--listen",
                                       listen_host, "0"};
         a.insert(a.end(), extra.begin(), extra.end());
@@ -184,7 +186,7 @@ protected:
     }
     std::vector<std::string> coordinator_args(const std::string& layers, const std::string& host, uint16_t port,
                                               std::vector<std::string> extra) const {
-        std::vector<std::string> a = {oracle::binary("ds4"), "-m", model_, "-t", "1", "--role", "coordinator",
+        std::vector<std::string> a = {test::binary("ds4"), "-m", model_, "-t", "1", "--role", "coordinator",
                                       "--layers", layers, "--listen", host, std::to_string(port),
                                       "--dist-route-timeout", "30"};
         a.insert(a.end(), extra.begin(), extra.end());
@@ -196,7 +198,7 @@ protected:
 
     // One process's logits at every position and 8 greedy ids after them.
     std::string reference(const std::string& prefill_chunk) {
-        return oracle::one_process_reference(oracle::binary("ds4"), model_, ids_, file("ref" + prefill_chunk),
+        return test::one_process_reference(test::binary("ds4"), model_, ids_, file("ref" + prefill_chunk),
                                              prefill_chunk);
     }
 
@@ -231,7 +233,7 @@ protected:
         for (auto& w : ws) EXPECT_TRUE(w->running()) << w->err();
     }
 
-    static inline oracle::TempDir* dir_ = nullptr;
+    static inline test::TempDir* dir_ = nullptr;
     static inline std::string model_, ids_, key_a_, key_b_;
     std::string why_no_lab_;
 };
@@ -342,7 +344,7 @@ TEST_F(DistNetwork, SilentConnectionsAreClosedAndBounded) {
         return l.port();
     }();
     // A keyless worker: its data port used to wait for a first frame without a limit.
-    auto w = proc({oracle::binary("ds4"), "-m", model_, "-t", "1", "--role", "worker", "--layers", "3:output",
+    auto w = proc({test::binary("ds4"), "-m", model_, "-t", "1", "--role", "worker", "--layers", "3:output",
                    "--coordinator", "127.0.0.1", std::to_string(coord_port), "--listen", "127.0.0.1",
                    std::to_string(data_port), "--dist-timeout", "2"},
                   "w");

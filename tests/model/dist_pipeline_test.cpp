@@ -41,10 +41,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-using oracle::contains;
-using oracle::eventually;
-using oracle::Proc;
-using oracle::slurp;
+using test::contains;
+using test::eventually;
+using test::Proc;
+using test::slurp;
 
 uint16_t free_port() {
     dist::Listener l("127.0.0.1", 0);
@@ -54,12 +54,12 @@ uint16_t free_port() {
 class DistPipeline : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
-        model_ = oracle::generate_model(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "5"});
+        dir_ = new test::TempDir;
+        model_ = test::generate_model(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "5"});
         // Another model: other metadata (the identity a worker is checked by is the metadata hash).
-        other_ = oracle::generate_model(*dir_, "other.gguf", {"--preset", "tiny", "--seed", "6", "--ctx", "8192"});
+        other_ = test::generate_model(*dir_, "other.gguf", {"--preset", "tiny", "--seed", "6", "--ctx", "8192"});
         ids_ = dir_->file("ids.txt");
-        oracle::write_token_ids(ids_, oracle::random_token_ids(100, 512, 11));
+        test::write_token_ids(ids_, test::random_token_ids(100, 512, 11));
         key_a_ = dir_->file("key_a");
         key_b_ = dir_->file("key_b");
         std::ofstream(key_a_) << "0123456789abcdef0123456789abcdef\n";
@@ -71,7 +71,7 @@ protected:
 
     std::unique_ptr<Proc> worker(const std::string& name, const std::string& layers, uint16_t coord,
                                  std::vector<std::string> extra = {}, const std::string& model = "") {
-        std::vector<std::string> a = {oracle::binary("ds4"), "-m", model.empty() ? model_ : model, "-t", "1",
+        std::vector<std::string> a = {test::binary("ds4"), "-m", model.empty() ? model_ : model, "-t", "1",
                                       "--role", "worker", "--layers", layers, "--coordinator", "127.0.0.1",
                                       std::to_string(coord), "--listen", "127.0.0.1", "0"};
         a.insert(a.end(), extra.begin(), extra.end());
@@ -79,7 +79,7 @@ protected:
     }
     std::unique_ptr<Proc> coordinator(const std::string& name, const std::string& layers, uint16_t port,
                                       std::vector<std::string> extra) {
-        std::vector<std::string> a = {oracle::binary("ds4"), "-m", model_, "-t", "1", "--role", "coordinator",
+        std::vector<std::string> a = {test::binary("ds4"), "-m", model_, "-t", "1", "--role", "coordinator",
                                       "--layers", layers, "--listen", "127.0.0.1", std::to_string(port),
                                       "--dist-route-timeout", "30"};
         a.insert(a.end(), extra.begin(), extra.end());
@@ -97,7 +97,7 @@ protected:
     }
     // The single-process reference: logits of every position and 8 greedy ids after them.
     std::string reference(const std::string& name, const std::string& prefill_chunk) {
-        return oracle::one_process_reference(oracle::binary("ds4"), model_, ids_, file(name), prefill_chunk);
+        return test::one_process_reference(test::binary("ds4"), model_, ids_, file(name), prefill_chunk);
     }
     // Runs the coordinator over ids_ and checks its dump and greedy ids against the reference.
     void expect_same_as_one_process(const std::vector<std::string>& worker_layers, const std::string& coord_layers,
@@ -123,7 +123,7 @@ protected:
 
     void rewind_clear_restart(int64_t dist_chunk);
 
-    static inline oracle::TempDir* dir_ = nullptr;
+    static inline test::TempDir* dir_ = nullptr;
     static inline std::string model_, other_, ids_, key_a_, key_b_;
 };
 
@@ -281,7 +281,7 @@ TEST_F(DistPipeline, RewindClearAndARestartedWorkerStayConsistent) {
 
 void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
     SCOPED_TRACE(dist_chunk);
-    const auto ids = oracle::random_token_ids(60, 512, 12);
+    const auto ids = test::random_token_ids(60, 512, 12);
     auto whole = model::open(model_, {.threads = 1});
     std::vector<float> ref40, ref60;
     {
@@ -341,7 +341,7 @@ void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
 // workers 2:3, 4:output is byte for byte the state one process saves, and loading it (or one
 // process's) into a fresh pipeline sequence continues with the same logits.
 TEST_F(DistPipeline, SessionStatesSaveAndLoadAcrossTheRoute) {
-    const auto ids = oracle::random_token_ids(60, 512, 14);
+    const auto ids = test::random_token_ids(60, 512, 14);
     const std::vector<int32_t> first(ids.begin(), ids.begin() + 40), rest(ids.begin() + 40, ids.end());
     auto whole = model::open(model_, {.threads = 1});
     std::vector<float> ref60, logits40;
@@ -386,17 +386,17 @@ TEST_F(DistPipeline, SessionStatesSaveAndLoadAcrossTheRoute) {
 // assign: the worker rewinds) gives the probes' greedy ids of one process.
 TEST_F(DistPipeline, BenchProbesEqualOneProcess) {
     const std::string ids = file("ids600.txt");
-    oracle::write_token_ids(ids, oracle::random_token_ids(300, 512, 13));
+    test::write_token_ids(ids, test::random_token_ids(300, 512, 13));
     const std::vector<std::string> common = {"-m", model_, "-t", "1", "--token-ids", ids, "--ctx-start", "64",
                                              "--ctx-max", "256", "--step-incr", "64", "--gen-tokens", "6"};
-    std::vector<std::string> one = {oracle::binary("ds4-bench")};
+    std::vector<std::string> one = {test::binary("ds4-bench")};
     one.insert(one.end(), common.begin(), common.end());
     one.insert(one.end(), {"--dump-probe-ids", file("probes1.txt")});
     Proc ref(one, file("b1.out"), file("b1.err"));
     ASSERT_EQ(ref.wait(60), 0) << ref.err();
     const uint16_t port = free_port();
     auto w = worker("w", "3:output", port);
-    std::vector<std::string> co = {oracle::binary("ds4-bench")};
+    std::vector<std::string> co = {test::binary("ds4-bench")};
     co.insert(co.end(), common.begin(), common.end());
     co.insert(co.end(), {"--dump-probe-ids", file("probes2.txt"), "--role", "coordinator", "--layers", "0:2",
                          "--listen", "127.0.0.1", std::to_string(port)});
@@ -409,19 +409,19 @@ TEST_F(DistPipeline, BenchProbesEqualOneProcess) {
 
 // Greedy text through the chat front end, with the real vocabulary and template.
 TEST(DistPipelineText, GreedyGenerationEqualsOneProcess) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string m = dir.file("tiny_rv.gguf");
-    ASSERT_EQ(oracle::write_tiny_model(m, oracle::kTinyQ8Io).exit_code, 0);
+    ASSERT_EQ(test::write_tiny_model(m, test::kTinyQ8Io).exit_code, 0);
     const std::vector<std::string> gen = {"-p", "Hello there", "--nothink", "--temp", "0", "-n", "12"};
-    std::vector<std::string> one = {oracle::binary("ds4"), "-m", m, "-t", "1"};
+    std::vector<std::string> one = {test::binary("ds4"), "-m", m, "-t", "1"};
     one.insert(one.end(), gen.begin(), gen.end());
     Proc ref(one, dir.file("ref.out"), dir.file("ref.err"));
     ASSERT_EQ(ref.wait(60), 0) << ref.err();
     const uint16_t port = free_port();
-    Proc w({oracle::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers", "3:output", "--coordinator",
+    Proc w({test::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers", "3:output", "--coordinator",
             "127.0.0.1", std::to_string(port), "--listen", "127.0.0.1", "0"},
            dir.file("w.out"), dir.file("w.err"));
-    std::vector<std::string> co = {oracle::binary("ds4"), "-m", m, "-t", "1", "--role", "coordinator", "--layers",
+    std::vector<std::string> co = {test::binary("ds4"), "-m", m, "-t", "1", "--role", "coordinator", "--layers",
                                    "0:2", "--listen", "127.0.0.1", std::to_string(port), "--dist-route-timeout", "30"};
     co.insert(co.end(), gen.begin(), gen.end());
     Proc c(co, dir.file("c.out"), dir.file("c.err"));
@@ -438,15 +438,15 @@ TEST(DistPipelineText, GreedyGenerationEqualsOneProcess) {
 // leaves its last sampled token out of the saved conversation, so the continuation is compared
 // with a one-process save and load, not with one process's uninterrupted chat.)
 TEST(DistPipelineText, ARestartedCoordinatorContinuesFromASavedKvFile) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string m = dir.file("tiny_rv.gguf");
-    ASSERT_EQ(oracle::write_tiny_model(m, oracle::kTinyQ8Io).exit_code, 0);
+    ASSERT_EQ(test::write_tiny_model(m, test::kTinyQ8Io).exit_code, 0);
     auto script = [&](const std::string& name, const std::string& text) {
         std::ofstream(dir.file(name)) << text;
         return dir.file(name);
     };
     const std::vector<std::string> chat = {"-t", "1", "--ctx", "1024", "--temp", "0", "-n", "8", "--nothink"};
-    std::vector<std::string> one = {oracle::binary("ds4"), "-m", m};
+    std::vector<std::string> one = {test::binary("ds4"), "-m", m};
     one.insert(one.end(), chat.begin(), chat.end());
     const std::string ref_kv = dir.file("ref.kv");
     Proc ref1(one, dir.file("r1.out"), dir.file("r1.err"), script("r1.in", "Hello there\n/save " + ref_kv + "\n/quit\n"));
@@ -457,14 +457,14 @@ TEST(DistPipelineText, ARestartedCoordinatorContinuesFromASavedKvFile) {
     const uint16_t port = free_port();
     auto worker = [&](const std::string& name, const std::string& layers) {
         return std::make_unique<Proc>(
-            std::vector<std::string>{oracle::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers",
+            std::vector<std::string>{test::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers",
                                      layers, "--coordinator", "127.0.0.1", std::to_string(port), "--listen",
                                      "127.0.0.1", "0", "--ctx", "1024"},
             dir.file(name + ".out"), dir.file(name + ".err"));
     };
     auto w1 = worker("w1", "2:3");
     auto w2 = worker("w2", "4:output");
-    std::vector<std::string> co = {oracle::binary("ds4"), "-m", m, "--role", "coordinator", "--layers", "0:1",
+    std::vector<std::string> co = {test::binary("ds4"), "-m", m, "--role", "coordinator", "--layers", "0:1",
                                    "--listen", "127.0.0.1", std::to_string(port), "--dist-route-timeout", "30"};
     co.insert(co.end(), chat.begin(), chat.end());
     const std::string saved = dir.file("conv.kv");
@@ -496,13 +496,13 @@ TEST(DistPipelineText, ARestartedCoordinatorContinuesFromASavedKvFile) {
 // the coordinator's transcript: the next turn reuses the whole conversation and no worker needs
 // a replay.
 TEST(DistPipelineText, CtrlCInAReplyFinishesTheTokenInFlightAndTheNextTurnNeedsNoReplay) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string m = dir.file("tiny_rv.gguf");
-    ASSERT_EQ(oracle::write_tiny_model(m, oracle::kTinyQ8Io).exit_code, 0);
+    ASSERT_EQ(test::write_tiny_model(m, test::kTinyQ8Io).exit_code, 0);
     const uint16_t port = free_port();
     auto worker = [&](const std::string& name, const std::string& layers) {
         return std::make_unique<Proc>(
-            std::vector<std::string>{oracle::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers",
+            std::vector<std::string>{test::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers",
                                      layers, "--coordinator", "127.0.0.1", std::to_string(port), "--listen",
                                      "127.0.0.1", "0", "--ctx", "4096", "--debug"},
             dir.file(name + ".out"), dir.file(name + ".err"));
@@ -512,7 +512,7 @@ TEST(DistPipelineText, CtrlCInAReplyFinishesTheTokenInFlightAndTheNextTurnNeedsN
     // A fifo for stdin: the second message is written only after the interrupt.
     const std::string in = dir.file("in.fifo");
     ASSERT_EQ(mkfifo(in.c_str(), 0600), 0);
-    Proc co({oracle::binary("ds4"), "-m", m, "--role", "coordinator", "--layers", "0:1", "--listen", "127.0.0.1",
+    Proc co({test::binary("ds4"), "-m", m, "--role", "coordinator", "--layers", "0:1", "--listen", "127.0.0.1",
              std::to_string(port), "--dist-route-timeout", "30", "-t", "1", "--ctx", "4096", "--temp", "0", "-n",
              "3000", "--nothink", "--debug"},
             dir.file("c.out"), dir.file("c.err"), in);

@@ -17,11 +17,11 @@ namespace ds4 {
 namespace {
 
 struct Fixture {
-    oracle::TempDir dir;
+    test::TempDir dir;
     std::string path;
     Fixture() {
         path = dir.file("tiny.gguf");
-        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "-o", path, "--preset", "tiny",
+        const auto r = test::run_command({test::binary("ds4-gguf-gen"), "-q", "-o", path, "--preset", "tiny",
                                             "--indexer-heads", "16", "--seed", "21"});
         EXPECT_EQ(r.exit_code, 0) << r.output;
     }
@@ -54,7 +54,7 @@ TEST(DraftOutputs, HiddenStatesAndCapturesAreThoseOfTheLayerRanges) {
     const uint32_t L = m->info().n_layer;
     ASSERT_GE(L, 4u);
     const std::vector<uint32_t> capture = {1, 3};
-    const std::vector<int32_t> a = oracle::random_token_ids(300, V, 3), b = oracle::random_token_ids(300, V, 4);
+    const std::vector<int32_t> a = test::random_token_ids(300, V, 3), b = test::random_token_ids(300, V, 4);
     std::vector<int64_t> chunks = {150, 140};  // prefill (every cache), then decode steps
     chunks.insert(chunks.end(), 10, 1);
 

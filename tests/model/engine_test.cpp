@@ -22,9 +22,9 @@ namespace {
 class EngineTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
+        dir_ = new test::TempDir;
         const std::string p = dir_->file("tiny.gguf");
-        const auto r = oracle::write_tiny_model(p, {"--indexer-heads", "16"});
+        const auto r = test::write_tiny_model(p, {"--indexer-heads", "16"});
         ASSERT_EQ(r.exit_code, 0) << r.output;
         model_ = deepseek4::Model::load(p, {.threads = 2}).release();
         tok_ = tokenizer::Tokenizer::from_gguf(model_->file()).release();
@@ -36,7 +36,7 @@ protected:
     }
     static std::vector<int32_t> ids(size_t n, uint64_t seed) {
         // Avoid EOS so forced/greedy runs are not cut short by chance.
-        auto v = oracle::random_token_ids(n, model_->config().n_vocab, seed);
+        auto v = test::random_token_ids(n, model_->config().n_vocab, seed);
         for (auto& t : v)
             if (t == tok_->special().eos) t = 1;
         return v;
@@ -50,11 +50,11 @@ protected:
     }
     static Engine make() { return Engine(*model_, *tok_, {.ctx = 1024, .prefill_chunk = 64}); }
 
-    static oracle::TempDir* dir_;
+    static test::TempDir* dir_;
     static deepseek4::Model* model_;
     static tokenizer::Tokenizer* tok_;
 };
-oracle::TempDir* EngineTest::dir_ = nullptr;
+test::TempDir* EngineTest::dir_ = nullptr;
 deepseek4::Model* EngineTest::model_ = nullptr;
 tokenizer::Tokenizer* EngineTest::tok_ = nullptr;
 

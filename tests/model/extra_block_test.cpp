@@ -22,10 +22,10 @@ namespace {
 
 // 6 layers (ratios 0,0,4,128,4,128; layers 0-2 hash-routed), window 16, indexer top-k 4.
 const std::string& tiny_model() {
-    static oracle::TempDir dir;
+    static test::TempDir dir;
     static const std::string path = [] {
         const std::string p = dir.file("tiny.gguf");
-        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "-o", p, "--preset", "tiny",
+        const auto r = test::run_command({test::binary("ds4-gguf-gen"), "-q", "-o", p, "--preset", "tiny",
                                             "--indexer-heads", "16", "--seed", "5"});
         EXPECT_EQ(r.exit_code, 0) << r.output;
         return p;

@@ -94,15 +94,15 @@ std::map<std::string, std::pair<std::string, std::string>> read_golden() {
 
 TEST(GoldenLogits, ForwardPassBitsAreThoseRecordedBeforeTheRefactor) {
     const std::string isa = quant::isa_name(quant::best_isa());
-    oracle::TempDir dir;
+    test::TempDir dir;
     const bool record = std::getenv("DS4_GOLDEN_RECORD") != nullptr;
     const auto golden = read_golden();
     std::string recorded = "# name isa fnv1a-64 of the logits (tests/model/golden_logits_test.cpp)\n";
     for (const Case& c : cases()) {
         SCOPED_TRACE(c.name);
-        std::vector<std::string> args = {oracle::binary("ds4-gguf-gen"), "-q", "-o", dir.file(std::string(c.name) + ".gguf")};
+        std::vector<std::string> args = {test::binary("ds4-gguf-gen"), "-q", "-o", dir.file(std::string(c.name) + ".gguf")};
         args.insert(args.end(), c.gen_args.begin(), c.gen_args.end());
-        const auto r = oracle::run_command(args);
+        const auto r = test::run_command(args);
         ASSERT_EQ(r.exit_code, 0) << r.output;
         const std::string hash = fmt::format("{:016x}", walk_hash(args[3], c.qat));
         recorded += fmt::format("{} {} {}\n", c.name, isa, hash);

@@ -22,8 +22,8 @@ namespace {
 
 using model::LayerRange;
 
-std::string generate(const oracle::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
-    return oracle::generate_model(dir, name, args);
+std::string generate(const test::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
+    return test::generate_model(dir, name, args);
 }
 
 TEST(LayerRange, ParsesAndRejects) {
@@ -70,11 +70,11 @@ std::vector<float> run_chain(Chain& c, const std::vector<int32_t>& ids, const st
 }
 
 TEST(LayerRange, ChainedRangesEqualTheWholeModel) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = generate(dir, "tiny.gguf", {"--preset", "tiny", "--seed", "5"});
     auto whole = Model::load(path, {.threads = 2});
     const int64_t V = whole->config().n_vocab;
-    const auto ids = oracle::random_token_ids(200, V, 8);
+    const auto ids = test::random_token_ids(200, V, 8);
     std::vector<int64_t> chunks = {64, 64, 30};  // prefill, then decode
     chunks.insert(chunks.end(), 42, 1);
     std::vector<float> ref;
@@ -110,7 +110,7 @@ TEST(LayerRange, ChainedRangesEqualTheWholeModel) {
 }
 
 TEST(LayerRange, CopyLoadReadsOnlyTheRangesTensors) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = generate(dir, "tiny.gguf", {"--preset", "tiny"});
     auto m = Model::load(path, {.load = gguf::File::Load::Copy, .layers = "2:3"});
     int held = 0, skipped = 0;
@@ -143,7 +143,7 @@ void copy_without(const std::string& src, const std::string& dst, const std::vec
 }
 
 TEST(LayerRange, MissingTensorOfTheRangeIsNamed) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = generate(dir, "tiny.gguf", {"--preset", "tiny"});
     const std::string split = dir.file("split.gguf");
     copy_without(path, split, {"blk.3.attn_q_b.weight", "output.weight"});

@@ -20,12 +20,12 @@
 namespace ds4::deepseek4 {
 namespace {
 
-std::string generate(const oracle::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
-    return oracle::generate_model(dir, name, args);
+std::string generate(const test::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
+    return test::generate_model(dir, name, args);
 }
 
 TEST(ModelLoad, SparseFullFlashLayoutLoadsAndValidates) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = generate(dir, "flash.gguf", {"--preset", "flash", "--sparse"});
     auto m = Model::load(path);
     const ModelConfig& c = m->config();
@@ -45,7 +45,7 @@ TEST(ModelLoad, SparseFullFlashLayoutLoadsAndValidates) {
 // spec/ARCHITECTURE.md §1.3: the full PRO layout (61 layers, 384 experts, 16 output groups,
 // ratio-128 hash layers) loads; nothing in the loader is pinned to the Flash shape.
 TEST(ModelLoad, SparseFullProLayoutLoadsAndValidates) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = generate(dir, "pro.gguf", {"--preset", "pro", "--sparse"});
     auto m = Model::load(path);
     const ModelConfig& c = m->config();
@@ -78,7 +78,7 @@ void copy_with(const std::string& src, const std::string& dst, const std::string
 }
 
 TEST(ModelLoad, InconsistentHeadCountNamesTheTensor) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string good = generate(dir, "tiny.gguf", {"--preset", "tiny"});
     const std::string bad = dir.file("bad.gguf");
     copy_with(good, bad, "deepseek4.attention.head_count", gguf::Value::u32(8));
@@ -95,7 +95,7 @@ TEST(ModelLoad, InconsistentHeadCountNamesTheTensor) {
 }
 
 TEST(ModelLoad, FlashDimensionsTwoLayersRunPrefillAndDecode) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = generate(dir, "flash2.gguf", {"--preset", "flash", "--layers", "2",
                                                            "--ratios", "4,128"});
     auto m = Model::load(path, {.threads = 2});
@@ -126,7 +126,7 @@ namespace {
 // --no-mmap: the weights read into anonymous memory give the very same model: same tensor
 // bytes, same logits.
 TEST(ModelLoadCopy, CopiedWeightsEqualMappedOnes) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = generate(dir, "tiny.gguf", {"--preset", "tiny"});
     auto mapped = Model::load(path);
     auto copied = Model::load(path, {.load = gguf::File::Load::Copy});
@@ -138,7 +138,7 @@ TEST(ModelLoadCopy, CopiedWeightsEqualMappedOnes) {
         ASSERT_NE(a, b);
         ASSERT_TRUE(std::equal(a, a + t.n_bytes, b)) << "tensor " << t.name;
     }
-    const auto ids = oracle::random_token_ids(40, mapped->config().n_vocab, 3);
+    const auto ids = test::random_token_ids(40, mapped->config().n_vocab, 3);
     std::vector<float> la, lb;
     model::Session(*mapped, {.ctx = 64}).eval(ids, &la, true);
     model::Session(*copied, {.ctx = 64}).eval(ids, &lb, true);

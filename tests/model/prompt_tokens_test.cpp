@@ -20,11 +20,11 @@ namespace ds4::chat {
 namespace {
 
 const tokenizer::Tokenizer& vocab() {
-    static oracle::TempDir dir;
+    static test::TempDir dir;
     static std::unique_ptr<gguf::File> file;
     static std::unique_ptr<tokenizer::Tokenizer> tok = [] {
         const std::string p = dir.file("vocab.gguf");
-        const auto r = oracle::write_tiny_model(p);
+        const auto r = test::write_tiny_model(p);
         EXPECT_EQ(r.exit_code, 0) << r.output;
         file = gguf::File::open(p);
         return tokenizer::Tokenizer::from_gguf(*file);

@@ -16,16 +16,16 @@
 namespace ds4::deepseek4 {
 namespace {
 
-using oracle::Logits;
+using test::Logits;
 using model::Session;
 using model::SessionOptions;
 
 // One tiny model for the whole suite (16 indexer heads: no exact score ties).
 const std::string& tiny_model() {
-    static oracle::TempDir dir;
+    static test::TempDir dir;
     static const std::string path = [] {
         const std::string p = dir.file("tiny.gguf");
-        const auto r = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "-o", p,
+        const auto r = test::run_command({test::binary("ds4-gguf-gen"), "-q", "-o", p,
                                             "--preset", "tiny", "--indexer-heads", "16"});
         EXPECT_EQ(r.exit_code, 0) << r.output;
         return p;
@@ -44,14 +44,14 @@ Logits run(Model& m, const std::vector<int32_t>& ids, SessionOptions opt) {
 
 TEST(Session, ChunkedPrefillEqualsTokenByTokenDecode) {
     auto m = Model::load(tiny_model(), {.threads = 2});
-    const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 5);
+    const auto ids = test::random_token_ids(300, m->config().n_vocab, 5);
     const SessionOptions base{.ctx = 512, .prefill_chunk = 1, .qat = true};
     const Logits decode = run(*m, ids, base);
     for (int64_t chunk : {7, 64, 300}) {
         SessionOptions o = base;
         o.prefill_chunk = chunk;
-        const auto s = oracle::compare_logits(decode, run(*m, ids, o), 1e-5);
-        EXPECT_EQ(s.first_divergence, -1) << "chunk " << chunk << ": " << oracle::describe(s);
+        const auto s = test::compare_logits(decode, run(*m, ids, o), 1e-5);
+        EXPECT_EQ(s.first_divergence, -1) << "chunk " << chunk << ": " << test::describe(s);
         EXPECT_EQ(s.top1_agreement, 1.0);
     }
     // A small rewind slack makes the attention run in blocks shorter than the chunk (the raw
@@ -60,15 +60,15 @@ TEST(Session, ChunkedPrefillEqualsTokenByTokenDecode) {
         SessionOptions o = base;
         o.prefill_chunk = 64;
         o.rewind_slack = slack;
-        const auto s = oracle::compare_logits(decode, run(*m, ids, o), 1e-5);
-        EXPECT_EQ(s.first_divergence, -1) << "slack " << slack << ": " << oracle::describe(s);
+        const auto s = test::compare_logits(decode, run(*m, ids, o), 1e-5);
+        EXPECT_EQ(s.first_divergence, -1) << "slack " << slack << ": " << test::describe(s);
     }
 }
 
 TEST(Session, OneThreadEqualsTwo) {
     auto m1 = Model::load(tiny_model(), {.threads = 1});
     auto m2 = Model::load(tiny_model(), {.threads = 2});
-    const auto ids = oracle::random_token_ids(100, m1->config().n_vocab, 6);
+    const auto ids = test::random_token_ids(100, m1->config().n_vocab, 6);
     const Logits a = run(*m1, ids, {.ctx = 128});
     const Logits b = run(*m2, ids, {.ctx = 128});
     EXPECT_EQ(a.values, b.values);
@@ -81,8 +81,8 @@ TEST(Session, OneThreadEqualsTwo) {
 TEST(Session, TruncateThenContinueEqualsAFreshRun) {
     auto m = Model::load(tiny_model(), {.threads = 2});
     const int64_t V = m->config().n_vocab;
-    const auto ids = oracle::random_token_ids(420, V, 7);
-    const auto other = oracle::random_token_ids(300, V, 8);
+    const auto ids = test::random_token_ids(420, V, 7);
+    const auto other = test::random_token_ids(300, V, 8);
     const SessionOptions opt{.ctx = 1024, .prefill_chunk = 32, .rewind_slack = 100};
     const Logits fresh = run(*m, ids, opt);
 
@@ -111,7 +111,7 @@ TEST(Session, TruncateThenContinueEqualsAFreshRun) {
 TEST(Session, SnapshotRestoreComesBackExactly) {
     auto m = Model::load(tiny_model(), {.threads = 2});
     const int64_t V = m->config().n_vocab;
-    const auto ids = oracle::random_token_ids(300, V, 10);
+    const auto ids = test::random_token_ids(300, V, 10);
     const SessionOptions opt{.ctx = 1024, .prefill_chunk = 64, .rewind_slack = 0};
     const Logits fresh = run(*m, ids, opt);
 
@@ -121,7 +121,7 @@ TEST(Session, SnapshotRestoreComesBackExactly) {
     EXPECT_GT(s.state_bytes(), 0);
     // A decode probe far beyond any slack, then back.
     std::vector<float> logits;
-    for (int32_t t : oracle::random_token_ids(200, V, 11)) s.eval({t}, &logits);
+    for (int32_t t : test::random_token_ids(200, V, 11)) s.eval({t}, &logits);
     s.restore(*snap);
     EXPECT_EQ(s.pos(), 140);
     std::vector<float> tail;
@@ -135,7 +135,7 @@ TEST(Session, SnapshotRestoreComesBackExactly) {
 
 TEST(Session, UsedStateGrowsWithPositionsAndFollowsRewinds) {
     auto m = Model::load(tiny_model(), {.threads = 2});
-    const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 12);
+    const auto ids = test::random_token_ids(300, m->config().n_vocab, 12);
     Session s(*m, {.ctx = 512});
     EXPECT_EQ(s.state_bytes_used(), 0);
     std::vector<int64_t> used;
@@ -164,12 +164,12 @@ TEST(Session, CommonPrefix) {
 
 TEST(Session, QatSimulationKeepsLogitsFiniteAndClose) {
     auto m = Model::load(tiny_model(), {.threads = 2});
-    const auto ids = oracle::random_token_ids(300, m->config().n_vocab, 9);
+    const auto ids = test::random_token_ids(300, m->config().n_vocab, 9);
     const Logits off = run(*m, ids, {.ctx = 512, .prefill_chunk = 64, .qat = false});
     const Logits on = run(*m, ids, {.ctx = 512, .prefill_chunk = 64, .qat = true});
     for (float v : on.values) ASSERT_TRUE(std::isfinite(v));
-    const auto s = oracle::compare_logits(off, on, 1e-3);
-    std::printf("QAT on vs off: %s\n", oracle::describe(s).c_str());
+    const auto s = test::compare_logits(off, on, 1e-3);
+    std::printf("QAT on vs off: %s\n", test::describe(s).c_str());
     EXPECT_NE(s.worst_max_abs_diff, 0.0) << "the simulation changed nothing";
     EXPECT_LT(s.median_kl, 0.5);
 }

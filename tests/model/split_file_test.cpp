@@ -27,8 +27,8 @@ namespace {
 
 using model::LayerRange;
 
-oracle::RunResult split(const std::string& in, const std::string& layers, const std::string& out) {
-    return oracle::run_command({oracle::binary("ds4-gguf-split"), "-m", in, "--layers", layers, "-o", out});
+test::RunResult split(const std::string& in, const std::string& layers, const std::string& out) {
+    return test::run_command({test::binary("ds4-gguf-split"), "-m", in, "--layers", layers, "-o", out});
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -37,8 +37,8 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 class SplitFile : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
-        whole_ = oracle::generate_model(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "5"});
+        dir_ = new test::TempDir;
+        whole_ = test::generate_model(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "5"});
         half1_ = dir_->file("half1.gguf");
         half2_ = dir_->file("half2.gguf");
         const auto a = split(whole_, "0:2", half1_), b = split(whole_, "3:output", half2_);
@@ -47,14 +47,14 @@ protected:
         EXPECT_TRUE(contains(a.output, "layers 0:2")) << a.output;
     }
     static void TearDownTestSuite() { delete dir_; }
-    static inline oracle::TempDir* dir_ = nullptr;
+    static inline test::TempDir* dir_ = nullptr;
     static inline std::string whole_, half1_, half2_;
 };
 
 TEST_F(SplitFile, HalvesChainedEqualTheWholeModel) {
     auto whole = Model::load(whole_, {.threads = 2});
     const int64_t V = whole->config().n_vocab, H = whole->info().hidden_size;
-    const auto ids = oracle::random_token_ids(140, V, 3);
+    const auto ids = test::random_token_ids(140, V, 3);
     std::vector<int64_t> chunks = {64, 64};  // prefill, then decode steps
     chunks.insert(chunks.end(), 12, 1);
     std::vector<float> ref;
@@ -214,19 +214,19 @@ TEST_F(SplitFile, SplitOfASplitAndRefusals) {
     for (const auto& e : std::filesystem::directory_iterator(dir_->path()))
         EXPECT_EQ(e.path().extension(), ".gguf") << e.path();
     // A missing option is a usage error (CLI11's status), naming the option.
-    const auto usage = oracle::run_command({oracle::binary("ds4-gguf-split"), "-m", whole_, "-o", out});
+    const auto usage = test::run_command({test::binary("ds4-gguf-split"), "-m", whole_, "-o", out});
     EXPECT_NE(usage.exit_code, 0);
     EXPECT_NE(usage.exit_code, 1);
     EXPECT_TRUE(contains(usage.output, "--layers")) << usage.output;
 }
 
 TEST_F(SplitFile, InspectReportsTheRangeAndHelpDocumentsTheTool) {
-    const auto r = oracle::run_command({oracle::binary("ds4"), "--inspect", half2_});
+    const auto r = test::run_command({test::binary("ds4"), "--inspect", half2_});
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_TRUE(contains(r.output, "ds4.split.layers")) << r.output;
     EXPECT_TRUE(contains(r.output, "split file: holds layers 3:output of 6")) << r.output;
     EXPECT_TRUE(contains(r.output, "open it with --layers 3:output")) << r.output;
-    const auto h = oracle::run_command({oracle::binary("ds4-gguf-split"), "--help"});
+    const auto h = test::run_command({test::binary("ds4-gguf-split"), "--help"});
     EXPECT_EQ(h.exit_code, 0);
     for (const char* part : {"--model", "--layers", "--output", "--quiet", "A:output", "ds4.split.layers",
                              "metadata hash", "Exit status"})

@@ -42,11 +42,11 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& quant_mixes
     return mixes;
 }
 
-std::string write_model(const oracle::TempDir& dir, const std::string& name, const std::vector<std::string>& types) {
+std::string write_model(const test::TempDir& dir, const std::string& name, const std::vector<std::string>& types) {
     const std::string p = dir.file(name + ".gguf");
-    std::vector<std::string> argv = {oracle::binary("ds4-gguf-gen"), "-q", "-o", p, "--preset", "tiny", "--seed", "5"};
+    std::vector<std::string> argv = {test::binary("ds4-gguf-gen"), "-q", "-o", p, "--preset", "tiny", "--seed", "5"};
     argv.insert(argv.end(), types.begin(), types.end());
-    const auto r = oracle::run_command(argv);
+    const auto r = test::run_command(argv);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return p;
 }
@@ -79,13 +79,13 @@ std::vector<float> run(model::Model& m, const std::vector<int32_t>& ids, int64_t
 }
 
 TEST(SsdStreaming, LogitsBitIdenticalForEveryBudgetChunkSizeAndQuantMix) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     for (const auto& [name, types] : quant_mixes()) {
         const std::string path = write_model(dir, name, types);
         auto resident = Model::load(path, {.threads = 2});
         const int64_t V = resident->config().n_vocab, E = resident->config().n_expert;
         const int64_t K = resident->config().n_expert_used, L = resident->config().n_layer;
-        const auto ids = oracle::random_token_ids(40, V, 9);
+        const auto ids = test::random_token_ids(40, V, 9);
         const std::vector<float> expected = run(*resident, ids, 40, 4);
 
         auto streamed = Model::load(path, {.threads = 2, .stream_experts = true});
@@ -103,13 +103,21 @@ TEST(SsdStreaming, LogitsBitIdenticalForEveryBudgetChunkSizeAndQuantMix) {
                 EXPECT_EQ(st.bytes_read, (st.misses + st.read_ahead) * cache->expert_bytes()) << what;
                 // Prompt chunks read the next layer ahead when two layers fit; decode never.
                 const uint64_t prompt_ahead = st.read_ahead - st.hinted;
-                if (slots >= 2 * E && chunk * K >= 2 * E) EXPECT_GT(prompt_ahead, 0u) << what;
-                if (slots < 2 * E || chunk * K < 2 * E) EXPECT_EQ(prompt_ahead, 0u) << what;
+                if (slots >= 2 * E && chunk * K >= 2 * E) {
+                    EXPECT_GT(prompt_ahead, 0u) << what;
+                }
+                if (slots < 2 * E || chunk * K < 2 * E) {
+                    EXPECT_EQ(prompt_ahead, 0u) << what;
+                }
                 // Decode steps (and 1-token chunks) read the next layer's forecast experts when
                 // there is room beside the current layer's; with only K slots there never is.
                 EXPECT_LE(st.hint_used, st.hinted) << what;
-                if (slots >= E && slots < E * L) EXPECT_GT(st.hinted, 0u) << what;
-                if (slots == K) EXPECT_EQ(st.hinted, 0u) << what;
+                if (slots >= E && slots < E * L) {
+                    EXPECT_GT(st.hinted, 0u) << what;
+                }
+                if (slots == K) {
+                    EXPECT_EQ(st.hinted, 0u) << what;
+                }
                 if (slots == E * L) {
                     // Everything fits: each expert is read at most once, nothing is evicted.
                     EXPECT_EQ(st.evictions, 0u) << what;
@@ -124,7 +132,7 @@ TEST(SsdStreaming, LogitsBitIdenticalForEveryBudgetChunkSizeAndQuantMix) {
 }
 
 TEST(SsdStreaming, TheLoadNeverReadsTheRoutedExperts) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = write_model(dir, "q4", quant_mixes()[1].second);
     auto m = Model::load(path, {.threads = 2, .stream_experts = true});
     int64_t routed = 0, kept = 0;
@@ -152,7 +160,7 @@ TEST(SsdStreaming, TheLoadNeverReadsTheRoutedExperts) {
 }
 
 TEST(SsdStreaming, AFileTruncatedInsideAnExpertIsAClearError) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = write_model(dir, "q4", quant_mixes()[1].second);
     auto m = Model::load(path, {.threads = 2, .stream_experts = true});
     const model::ExpertFileLayout layout = m->expert_layout();
@@ -162,7 +170,7 @@ TEST(SsdStreaming, AFileTruncatedInsideAnExpertIsAClearError) {
     auto cache = std::make_shared<streaming::ExpertCache>(layout, streaming::CacheOptions{.slots = 48});
     m->set_expert_source(cache);
     std::filesystem::resize_file(path, cut);
-    const auto ids = oracle::random_token_ids(40, m->config().n_vocab, 2);
+    const auto ids = test::random_token_ids(40, m->config().n_vocab, 2);
     for (int attempt = 0; attempt < 2; ++attempt) {  // the second call fails the same way, no hang
         model::Session s(*m, {.ctx = 64, .prefill_chunk = 40});
         std::vector<float> l;
@@ -180,15 +188,15 @@ TEST(SsdStreaming, AFileTruncatedInsideAnExpertIsAClearError) {
 }
 
 TEST(SsdStreamingCli, DumpEqualsTheResidentDumpByteForByte) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = write_model(dir, "q2", quant_mixes()[0].second);
-    oracle::write_token_ids(dir.file("ids.txt"), oracle::random_token_ids(30, 512, 4));
+    test::write_token_ids(dir.file("ids.txt"), test::random_token_ids(30, 512, 4));
     auto ds4 = [&](const std::string& out, std::vector<std::string> extra) {
-        std::vector<std::string> argv = {oracle::binary("ds4"), "-m", path, "--token-ids", dir.file("ids.txt"),
+        std::vector<std::string> argv = {test::binary("ds4"), "-m", path, "--token-ids", dir.file("ids.txt"),
                                          "--dump-logits-f32", dir.file(out), "-n", "3", "--threads", "2",
                                          "--ctx", "64", "--prefill-chunk", "8"};
         argv.insert(argv.end(), extra.begin(), extra.end());
-        return oracle::run_command(argv);
+        return test::run_command(argv);
     };
     auto bytes = [&](const std::string& name) {
         std::ifstream in(dir.file(name), std::ios::binary);
@@ -279,13 +287,13 @@ TEST(SsdStreamingCli, ResidentMemoryStaysBelowTheNonRoutedWeightsPlusTheCache) {
     GTEST_SKIP() << "AddressSanitizer's shadow memory inflates the resident size";
 #endif
     // 64 experts of ff 1024 (q4_k) per layer: the routed experts are ~94% of the file.
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = dir.file("experts.gguf");
-    const auto gen = oracle::run_command({oracle::binary("ds4-gguf-gen"), "-q", "-o", path, "--preset", "tiny",
+    const auto gen = test::run_command({test::binary("ds4-gguf-gen"), "-q", "-o", path, "--preset", "tiny",
                                           "--experts", "64", "--ff", "1024", "--type", "exps=q4_k", "--type",
                                           "dense=q8_0", "--type", "shared=q8_0"});
     ASSERT_EQ(gen.exit_code, 0) << gen.output;
-    oracle::write_token_ids(dir.file("ids.txt"), oracle::random_token_ids(64, 512, 6));
+    test::write_token_ids(dir.file("ids.txt"), test::random_token_ids(64, 512, 6));
     int64_t expert_bytes = 0;
     {
         auto m = Model::load(path, {.threads = 1, .stream_experts = true});
@@ -293,7 +301,7 @@ TEST(SsdStreamingCli, ResidentMemoryStaysBelowTheNonRoutedWeightsPlusTheCache) {
     }
     const int64_t file_bytes = int64_t(std::filesystem::file_size(path));
     ASSERT_GT(expert_bytes, file_bytes * 9 / 10);
-    const std::vector<std::string> base = {oracle::binary("ds4"), "-m", path, "--token-ids", dir.file("ids.txt"),
+    const std::vector<std::string> base = {test::binary("ds4"), "-m", path, "--token-ids", dir.file("ids.txt"),
                                            "-n", "4", "--threads", "2", "--ctx", "128"};
     auto with = [&](std::vector<std::string> extra) {
         std::vector<std::string> argv = base;
@@ -313,17 +321,17 @@ TEST(SsdStreamingCli, ResidentMemoryStaysBelowTheNonRoutedWeightsPlusTheCache) {
 }
 
 TEST(SsdStreamingCli, BenchAndServerTakeTheSameFlags) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = write_model(dir, "q4", quant_mixes()[1].second);
-    oracle::write_token_ids(dir.file("ids.txt"), oracle::random_token_ids(48, 512, 8));
+    test::write_token_ids(dir.file("ids.txt"), test::random_token_ids(48, 512, 8));
     // ds4-bench: the same greedy probes resident and streamed (a 2-expert cache), and the
     // cache's lines on stderr.
     auto bench = [&](const std::string& probes, std::vector<std::string> extra) {
-        std::vector<std::string> argv = {oracle::binary("ds4-bench"), "-m", path, "--token-ids", dir.file("ids.txt"),
+        std::vector<std::string> argv = {test::binary("ds4-bench"), "-m", path, "--token-ids", dir.file("ids.txt"),
                                          "--ctx-start", "16", "--ctx-max", "48", "--step-incr", "16",
                                          "--gen-tokens", "4", "--threads", "2", "--dump-probe-ids", dir.file(probes)};
         argv.insert(argv.end(), extra.begin(), extra.end());
-        return oracle::run_command(argv);
+        return test::run_command(argv);
     };
     const auto res = bench("resident.txt", {});
     ASSERT_EQ(res.exit_code, 0) << res.output;
@@ -340,22 +348,22 @@ TEST(SsdStreamingCli, BenchAndServerTakeTheSameFlags) {
     // ds4-server (a model with a vocabulary): the flags parse and the budget is checked against
     // the model after the load.
     const std::string vocab_model = dir.file("tiny-vocab.gguf");
-    const auto gen = oracle::write_tiny_model(vocab_model, oracle::kTinyQ8Io);
+    const auto gen = test::write_tiny_model(vocab_model, test::kTinyQ8Io);
     ASSERT_EQ(gen.exit_code, 0) << gen.output;
-    const auto srv = oracle::run_command({oracle::binary("ds4-server"), "-m", vocab_model, "--port", "0",
+    const auto srv = test::run_command({test::binary("ds4-server"), "-m", vocab_model, "--port", "0",
                                           "--ssd-streaming", "--ssd-streaming-cache-experts", "1"});
     EXPECT_EQ(srv.exit_code, 1) << srv.output;
     EXPECT_NE(srv.output.find("ds4-server: --ssd-streaming-cache-experts 1: at least 2 experts are needed"),
               std::string::npos) << srv.output;
-    const auto usage = oracle::run_command({oracle::binary("ds4-server"), "-m", path, "--ssd-streaming-cold"});
+    const auto usage = test::run_command({test::binary("ds4-server"), "-m", path, "--ssd-streaming-cold"});
     EXPECT_EQ(usage.exit_code, 2) << usage.output;
     EXPECT_NE(usage.output.find("need --ssd-streaming"), std::string::npos) << usage.output;
 }
 
 TEST(SsdStreamingCli, BadBudgetsAreClearErrors) {
-    oracle::TempDir dir;
+    test::TempDir dir;
     const std::string path = write_model(dir, "q4", quant_mixes()[1].second);
-    oracle::write_token_ids(dir.file("ids.txt"), {1, 2, 3});
+    test::write_token_ids(dir.file("ids.txt"), {1, 2, 3});
     struct Case {
         std::vector<std::string> flags;
         std::string message;
@@ -373,9 +381,9 @@ TEST(SsdStreamingCli, BadBudgetsAreClearErrors) {
         {{"--ssd-streaming", "--ssd-streaming-preload", dir.file("ids.txt")}, "not an expert profile"},
     };
     for (const Case& c : cases) {
-        std::vector<std::string> argv = {oracle::binary("ds4"), "-m", path, "--token-ids", dir.file("ids.txt")};
+        std::vector<std::string> argv = {test::binary("ds4"), "-m", path, "--token-ids", dir.file("ids.txt")};
         argv.insert(argv.end(), c.flags.begin(), c.flags.end());
-        const auto r = oracle::run_command(argv);
+        const auto r = test::run_command(argv);
         EXPECT_NE(r.exit_code, 0) << c.message;
         EXPECT_NE(r.output.find(c.message), std::string::npos) << c.message << "\n" << r.output;
     }

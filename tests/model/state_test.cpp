@@ -20,21 +20,21 @@
 namespace ds4::deepseek4 {
 namespace {
 
-std::string generate(const oracle::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
-    return oracle::generate_model(dir, name, args);
+std::string generate(const test::TempDir& dir, const std::string& name, const std::vector<std::string>& args) {
+    return test::generate_model(dir, name, args);
 }
 
 class State : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
+        dir_ = new test::TempDir;
         path_ = generate(*dir_, "tiny.gguf", {"--preset", "tiny", "--seed", "3"});
     }
     static void TearDownTestSuite() { delete dir_; }
-    static oracle::TempDir* dir_;
+    static test::TempDir* dir_;
     static std::string path_;
 };
-oracle::TempDir* State::dir_ = nullptr;
+test::TempDir* State::dir_ = nullptr;
 std::string State::path_;
 
 // Logits of ids[from..] after the first `from` were evaluated into `seq`, in chunks of 16.
@@ -62,7 +62,7 @@ void feed(Model& m, model::Sequence& seq, const std::vector<int32_t>& ids, int64
 TEST_F(State, ContinuingAfterALoadEqualsNeverSaving) {
     auto m = Model::load(path_, {.threads = 2});
     const int64_t V = m->config().n_vocab;
-    const auto ids = oracle::random_token_ids(300, V, 4);
+    const auto ids = test::random_token_ids(300, V, 4);
     // 0: empty; 1, 15, 16, 17: around the raw window of 16; 130: mid ratio-4 window after a
     // ratio-128 row; 255, 256: around the second ratio-128 row; the indexer chooses from 20 on.
     for (int64_t n : {0, 1, 15, 16, 17, 130, 255, 256}) {
@@ -87,7 +87,7 @@ TEST_F(State, ContinuingAfterALoadEqualsNeverSaving) {
 
 TEST_F(State, RewindAfterALoadStopsAtWhatWasSaved) {
     auto m = Model::load(path_, {.threads = 2});
-    const auto ids = oracle::random_token_ids(100, m->config().n_vocab, 5);
+    const auto ids = test::random_token_ids(100, m->config().n_vocab, 5);
     auto seq = m->new_sequence({.ctx = 256});
     feed(*m, *seq, ids, 100);
     auto loaded = m->new_sequence({.ctx = 256});
@@ -112,7 +112,7 @@ TEST_F(State, LayerRangeStatesLoadIntoTheirRange) {
     auto first = Model::load(path_, {.threads = 2, .layers = "0:2"});
     auto second = Model::load(path_, {.threads = 2, .layers = "3:output"});
     const int64_t V = whole->config().n_vocab, H = first->info().hidden_size;
-    const auto ids = oracle::random_token_ids(150, V, 6);
+    const auto ids = test::random_token_ids(150, V, 6);
     auto s1 = first->new_sequence({.ctx = 256});
     auto s2 = second->new_sequence({.ctx = 256});
     auto step = [&](model::Sequence& a, model::Sequence& b, int64_t at, int64_t n, float* logits) {
@@ -146,7 +146,7 @@ TEST_F(State, RangeStatesMergeIntoTheWholeStateAndCutBack) {
     auto first = Model::load(path_, {.threads = 2, .layers = "0:2"});
     auto second = Model::load(path_, {.threads = 2, .layers = "3:output"});
     const int64_t V = whole->config().n_vocab, H = first->info().hidden_size;
-    const auto ids = oracle::random_token_ids(60, V, 8);
+    const auto ids = test::random_token_ids(60, V, 8);
     auto sw = whole->new_sequence({.ctx = 128});
     auto s1 = first->new_sequence({.ctx = 128});
     auto s2 = second->new_sequence({.ctx = 128});
@@ -183,7 +183,7 @@ TEST_F(State, RangeStatesMergeIntoTheWholeStateAndCutBack) {
 
 TEST_F(State, BadStatesAreRejectedAndLeaveTheSequenceAlone) {
     auto m = Model::load(path_, {.threads = 2});
-    const auto ids = oracle::random_token_ids(40, m->config().n_vocab, 7);
+    const auto ids = test::random_token_ids(40, m->config().n_vocab, 7);
     auto seq = m->new_sequence({.ctx = 64});
     feed(*m, *seq, ids, 40);
     const std::vector<uint8_t> good = m->save_state(*seq);

@@ -15,6 +15,8 @@
 #include "common/error.h"
 
 namespace ds4::oracle {
+
+using namespace ds4::test;  // the helpers of tests/support
 namespace {
 
 Logits make(int64_t n_vocab, std::vector<float> v) {

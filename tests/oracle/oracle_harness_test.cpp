@@ -17,6 +17,8 @@
 #include "support/tool_run.h"
 
 namespace ds4::oracle {
+
+using namespace ds4::test;  // the helpers of tests/support
 namespace {
 
 // The model: ds4-gguf-gen's tiny preset in F32 with these parameters spelled out (the test
@@ -36,7 +38,10 @@ constexpr double kF32RelTol = 1e-5;
 
 std::string ratio_list() {
     std::string s;
-    for (int r : kRatios) s += (s.empty() ? "" : ",") + std::to_string(r);
+    for (int r : kRatios) {
+        if (!s.empty()) s += ',';
+        s += std::to_string(r);
+    }
     return s;
 }
 

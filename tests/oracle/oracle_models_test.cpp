@@ -14,6 +14,8 @@
 #include "support/tool_run.h"
 
 namespace ds4::oracle {
+
+using namespace ds4::test;  // the helpers of tests/support
 namespace {
 
 struct ModelCase {

@@ -15,6 +15,8 @@
 #include "support/tool_run.h"
 
 namespace ds4::oracle {
+
+using namespace ds4::test;  // the helpers of tests/support
 namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {

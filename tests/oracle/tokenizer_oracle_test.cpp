@@ -28,7 +28,7 @@ namespace ds4 {
 namespace {
 
 namespace fs = std::filesystem;
-using oracle::run_command;
+using test::run_command;
 using tokenizer::Special;
 using tokenizer::Tokenizer;
 
@@ -79,9 +79,9 @@ std::string ids_string(const std::vector<int32_t>& ids) {
 class TokenizerOracle : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        dir_ = new oracle::TempDir;
+        dir_ = new test::TempDir;
         vocab_ = dir_->file("vocab.gguf");
-        const auto r = run_command({oracle::binary("ds4-gguf-gen"), "--preset", "tiny",
+        const auto r = run_command({test::binary("ds4-gguf-gen"), "--preset", "tiny",
                                     "--real-vocab", "--sparse", "-q", "-o", vocab_});
         ASSERT_EQ(r.exit_code, 0) << r.output;
         file_ = gguf::File::open(vocab_).release();
@@ -109,7 +109,7 @@ protected:
                                                 bool parse_special, const std::string& vocab = vocab_) {
         const std::string in = dir_->file("strings.bin"), out = dir_->file("llama.txt");
         write_strings(in, strings);
-        std::vector<std::string> argv = {oracle::binary("ds4-oracle"), "-m", vocab,
+        std::vector<std::string> argv = {test::binary("ds4-oracle"), "-m", vocab,
                                          "--tokenize", in, "--out", out};
         if (parse_special) argv.push_back("--parse-special");
         const auto r = run_command(argv);
@@ -174,13 +174,13 @@ protected:
                     double(n_tokens) / secs);
     }
 
-    static oracle::TempDir* dir_;
+    static test::TempDir* dir_;
     static std::string vocab_;
     static gguf::File* file_;
     static Tokenizer* tok_;
     static std::vector<std::string> added_;
 };
-oracle::TempDir* TokenizerOracle::dir_ = nullptr;
+test::TempDir* TokenizerOracle::dir_ = nullptr;
 std::string TokenizerOracle::vocab_;
 gguf::File* TokenizerOracle::file_ = nullptr;
 Tokenizer* TokenizerOracle::tok_ = nullptr;
@@ -321,7 +321,7 @@ TEST_F(TokenizerOracle, CliDumpTokensRaw) {
     for (size_t i = 0; i < prompts.size(); ++i) {
         const std::string path = dir_->file("prompt.txt");
         std::ofstream(path, std::ios::binary) << prompts[i];
-        const auto r = run_command({oracle::binary("ds4"), "-m", vocab_, "--dump-tokens", "--raw",
+        const auto r = run_command({test::binary("ds4"), "-m", vocab_, "--dump-tokens", "--raw",
                                     "--prompt-file", path});
         ASSERT_EQ(r.exit_code, 0) << r.output;
         ASSERT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
@@ -339,7 +339,7 @@ TEST_F(TokenizerOracle, CliDumpTokensRaw) {
         }
     }
     // A missing prompt file is an error with a message, not a crash.
-    const auto r = run_command({oracle::binary("ds4"), "-m", vocab_, "--dump-tokens", "--raw",
+    const auto r = run_command({test::binary("ds4"), "-m", vocab_, "--dump-tokens", "--raw",
                                 "--prompt-file", dir_->file("missing.txt")});
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("missing.txt"), std::string::npos) << r.output;

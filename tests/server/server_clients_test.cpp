@@ -32,7 +32,7 @@ std::string run_node(const std::string& script, const std::vector<std::string>& 
     std::vector<std::string> argv = {"node", std::string(DS4_SOURCE_DIR) + "/tests/server/js/" + script, s.url(),
                                      clients_dir()};
     argv.insert(argv.end(), args.begin(), args.end());
-    const auto r = oracle::run_command(argv);
+    const auto r = test::run_command(argv);
     EXPECT_EQ(r.exit_code, 0) << r.output << "\nserver log:\n" << s.log();
     EXPECT_NE(r.output.find("scenarios passed"), std::string::npos) << r.output;
     return r.output;

@@ -4,6 +4,8 @@
 // checkpoint whose text matches but whose markers do not is refused; a pipeline coordinator
 // killed and replaced (same workers) resumes from the checkpoints it wrote.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -66,8 +68,8 @@ Answer ask(const ServerProcess& s, const json& req) {
 uint64_t metric(const ServerProcess& s, const std::string& name) {
     const std::string m = http("GET", s.url() + "/metrics").body;
     std::smatch g;
-    if (!std::regex_search(m, g, std::regex("\n" + std::regex_replace(name, std::regex(R"([{}"])"), R"(\$&)") +
-                                            " ([0-9.e+-]+)")))
+    const std::string escaped = std::regex_replace(name, std::regex(R"([{}"])"), R"(\$&)");
+    if (!std::regex_search(m, g, std::regex(fmt::format("\n{} ([0-9.e+-]+)", escaped))))
         return UINT64_MAX;
     return uint64_t(std::stod(g[1]));
 }
@@ -173,7 +175,7 @@ TEST(ServerKvDisk, DamagedTruncatedAndForeignFilesAreRemovedAndTheAnswerIsComput
     }
     // Checkpoints of another model (same shape, another seed) are never loaded.
     const std::string other = std::string(DS4_SERVER_TEST_DIR) + "/tiny-other-seed.gguf";
-    ASSERT_EQ(oracle::write_tiny_model(other, {"--type", "embd=q8_0", "--type", "output=q8_0", "--seed", "99"}).exit_code, 0);
+    ASSERT_EQ(test::write_tiny_model(other, {"--type", "embd=q8_0", "--type", "output=q8_0", "--seed", "99"}).exit_code, 0);
     const std::string foreign = fresh_dir("foreign");
     {
         auto args = kv_args(foreign);
@@ -253,7 +255,7 @@ TEST(ServerKvDisk, AFullFilesystemTurnsSavingOffAndServingGoesOn) {
         for (const auto& a : workers->coordinator_args()) coordinator += " " + a;
     }
     const std::string cmd = "unshare -rm sh -c 'mount -t tmpfs -o size=1m tmpfs " + dir + " && exec " +
-                            oracle::binary("ds4-server") + " -m " + tiny_model() +
+                            test::binary("ds4-server") + " -m " + tiny_model() +
                             " -t 1 --port 0 --kv-disk-dir " + dir +
                             " --kv-cache-min-tokens 16 --kv-cache-boundary-align-tokens 16"
                             " --kv-cache-boundary-trim-tokens 4 --kv-disk-space-mb 64" + coordinator + "' 2>" + log +

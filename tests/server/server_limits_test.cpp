@@ -325,15 +325,15 @@ TEST(ServerSecurity, HostPolicyUnits) {
 // Item 12: a non-loopback --host without --api-key is said on stderr (before binding, so a
 // test can see it on an address that cannot be bound: TEST-NET-1).
 TEST(ServerSecurity, NonLoopbackHostWithoutApiKeyWarns) {
-    const std::string bin = oracle::binary("ds4-server");
-    const auto open = oracle::run_command({"timeout", "60", bin, "-m", tiny_model(), "-t", "1", "--host", "192.0.2.1",
+    const std::string bin = test::binary("ds4-server");
+    const auto open = test::run_command({"timeout", "60", bin, "-m", tiny_model(), "-t", "1", "--host", "192.0.2.1",
                                            "--port", "0"});
     EXPECT_NE(open.exit_code, 0);
     EXPECT_NE(open.output.find("WARNING: listening on 192.0.2.1, which is not a loopback address, without --api-key"),
               std::string::npos) << open.output;
     EXPECT_NE(open.output.find("cannot listen on 192.0.2.1:0: not an address of this machine"), std::string::npos)
         << open.output;
-    const auto keyed = oracle::run_command({"timeout", "60", bin, "-m", tiny_model(), "-t", "1", "--host", "192.0.2.1",
+    const auto keyed = test::run_command({"timeout", "60", bin, "-m", tiny_model(), "-t", "1", "--host", "192.0.2.1",
                                             "--port", "0", "--api-key", "k"});
     EXPECT_EQ(keyed.output.find("WARNING"), std::string::npos) << keyed.output;
     ServerProcess loopback;
@@ -341,15 +341,15 @@ TEST(ServerSecurity, NonLoopbackHostWithoutApiKeyWarns) {
 }
 
 TEST(ServerFlags, TimeoutsAreFiniteSecondsInRange) {
-    const std::string bin = oracle::binary("ds4-server");
+    const std::string bin = test::binary("ds4-server");
     for (const char* flag : {"--header-timeout", "--body-timeout", "--request-timeout"})
         for (const char* value : {"nan", "inf", "-1", "1e400", "5x", ""}) {
-            const auto r = oracle::run_command({"timeout", "60", bin, "-m", "/nonexistent", flag, value});
+            const auto r = test::run_command({"timeout", "60", bin, "-m", "/nonexistent", flag, value});
             EXPECT_NE(r.exit_code, 0) << flag << " " << value;
             EXPECT_NE(r.output.find("is not a number of seconds from"), std::string::npos) << flag << " " << value
                                                                                            << ": " << r.output;
         }
-    const auto ok = oracle::run_command({"timeout", "60", bin, "-m", "/nonexistent", "--request-timeout", "0.5"});
+    const auto ok = test::run_command({"timeout", "60", bin, "-m", "/nonexistent", "--request-timeout", "0.5"});
     EXPECT_NE(ok.output.find("/nonexistent"), std::string::npos) << ok.output;  // got past the flags
 }
 

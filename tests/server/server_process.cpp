@@ -126,7 +126,7 @@ PipelineWorkers::PipelineWorkers(const std::string& model, int workers, const st
     for (uint32_t i = 1; i < parts; ++i) {
         const std::string layers = i + 1 == parts ? fmt::format("{}:output", first(i))
                                                   : fmt::format("{}:{}", first(i), first(i + 1) - 1);
-        std::vector<std::string> argv = {oracle::binary("ds4"), "-m", model, "-t", "1", "--role", "worker",
+        std::vector<std::string> argv = {test::binary("ds4"), "-m", model, "-t", "1", "--role", "worker",
                                          "--layers", layers, "--coordinator", "127.0.0.1", std::to_string(port_),
                                          "--listen", "127.0.0.1", "0"};
         argv.insert(argv.end(), extra.begin(), extra.end());
@@ -165,7 +165,7 @@ const std::string& tiny_model() {
     // generator and share it (keyed by the generator's size and time, renamed into place
     // atomically so parallel tests never see a partial file).
     static const std::string path = [] {
-        const std::string gen = oracle::binary("ds4-gguf-gen");
+        const std::string gen = test::binary("ds4-gguf-gen");
         std::error_code ec;
         const auto stamp = std::filesystem::last_write_time(gen, ec).time_since_epoch().count();
         const auto size = std::filesystem::file_size(gen, ec);
@@ -173,7 +173,7 @@ const std::string& tiny_model() {
         if (std::filesystem::exists(p)) return p;
         std::filesystem::create_directories(DS4_SERVER_TEST_DIR);
         const std::string tmp = fmt::format("{}.{}.tmp", p, getpid());
-        const auto r = oracle::write_tiny_model(tmp, oracle::kTinyQ8Io);
+        const auto r = test::write_tiny_model(tmp, test::kTinyQ8Io);
         if (r.exit_code != 0) fail("ds4-gguf-gen failed: {}", r.output);
         std::filesystem::rename(tmp, p);
         return p;
@@ -201,7 +201,7 @@ ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json
 
 void ServerProcess::start(std::vector<std::string> args, const nlohmann::json& forced) {
     dir_ = scratch_dir();
-    std::vector<std::string> argv = {oracle::binary("ds4-server"), "-t", "1"};
+    std::vector<std::string> argv = {test::binary("ds4-server"), "-t", "1"};
     if (std::find(args.begin(), args.end(), "-m") == args.end()) argv.insert(argv.end(), {"-m", tiny_model()});
     if (workers_) {
         const auto c = workers_->coordinator_args();
@@ -321,7 +321,7 @@ HttpResult http(const std::string& method, const std::string& url, const std::st
         argv.insert(argv.end(), {"--data-binary", "@" + dir + "/body"});
     }
     argv.push_back(url);
-    const auto r = oracle::run_command(argv);
+    const auto r = test::run_command(argv);
     HttpResult h;
     const size_t digits = r.output.find_last_not_of("0123456789");
     const std::string code = r.output.substr(digits == std::string::npos ? 0 : digits + 1);
@@ -427,7 +427,7 @@ std::vector<SseEvent> parse_sse(const std::string& body) {
 std::string clients_dir() { return std::string(DS4_SOURCE_DIR) + "/.cache/clients"; }
 
 bool node_clients_available(std::string& why) {
-    if (oracle::run_command({"node", "--version"}).exit_code != 0) {
+    if (test::run_command({"node", "--version"}).exit_code != 0) {
         why = "node is not installed (scripts/setup.sh)";
         return false;
     }

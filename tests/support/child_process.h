@@ -17,7 +17,7 @@
 
 #include "common/error.h"
 
-namespace ds4::oracle {
+namespace ds4::test {
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -124,4 +124,4 @@ inline std::string one_process_reference(const std::string& ds4, const std::stri
     return p.out();
 }
 
-}  // namespace ds4::oracle
+}  // namespace ds4::test

@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace ds4::oracle {
+namespace ds4::test {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -143,4 +143,4 @@ std::string describe(const CompareSummary& s) {
         s.first_divergence < 0 ? std::string("none") : std::to_string(s.first_divergence));
 }
 
-}  // namespace ds4::oracle
+}  // namespace ds4::test

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace ds4::oracle {
+namespace ds4::test {
 
 struct Logits {
     int64_t n_vocab = 0;
@@ -60,4 +60,4 @@ CompareSummary compare_logits(const Logits& ref, const Logits& test, double tol)
 // One line for test logs, e.g. "300 positions: worst |d| 2.9e-06 (rel 2.9e-06 at 17), ...".
 std::string describe(const CompareSummary& s);
 
-}  // namespace ds4::oracle
+}  // namespace ds4::test

@@ -2,7 +2,7 @@
 
 #include "common/error.h"
 
-namespace ds4::oracle {
+namespace ds4::test {
 
 RunResult write_tiny_model(const std::string& path, const std::vector<std::string>& extra) {
     std::vector<std::string> argv = {binary("ds4-gguf-gen"), "-q", "--preset", "tiny", "--real-vocab"};
@@ -21,4 +21,4 @@ std::string generate_model(const TempDir& dir, const std::string& name, const st
     return path;
 }
 
-}  // namespace ds4::oracle
+}  // namespace ds4::test

@@ -8,7 +8,7 @@
 
 #include "support/tool_run.h"
 
-namespace ds4::oracle {
+namespace ds4::test {
 
 // Extra generator flags of the CLI and server tests' variant: Q8_0 embedding and output, so
 // the 129k-row vocabulary tensors stay small.
@@ -22,4 +22,4 @@ RunResult write_tiny_model(const std::string& path, const std::vector<std::strin
 // generator's output when it fails.
 std::string generate_model(const TempDir& dir, const std::string& name, const std::vector<std::string>& args);
 
-}  // namespace ds4::oracle
+}  // namespace ds4::test

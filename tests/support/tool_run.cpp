@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 
-namespace ds4::oracle {
+namespace ds4::test {
 namespace {
 
 // Single-quotes an argument for /bin/sh.
@@ -68,4 +68,4 @@ void write_token_ids(const std::string& path, const std::vector<int32_t>& ids) {
     if (!out) fail("{}: cannot write token ids", path);
 }
 
-}  // namespace ds4::oracle
+}  // namespace ds4::test

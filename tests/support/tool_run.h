@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ds4::oracle {
+namespace ds4::test {
 
 // A fresh directory under the system temp dir, removed with everything in it on destruction.
 class TempDir {
@@ -38,4 +38,4 @@ std::string binary(const std::string& name);
 std::vector<int32_t> random_token_ids(int64_t n, int64_t n_vocab, uint64_t seed);
 void write_token_ids(const std::string& path, const std::vector<int32_t>& ids);
 
-}  // namespace ds4::oracle
+}  // namespace ds4::test

@@ -1,4 +1,4 @@
-// ops::matmul / matmul_jobs / matvec: every output is exactly dot_kernel(row, activation) for
+// ops::matmul / matmul_jobs: every output is exactly dot_kernel(row, activation) for
 // any token count, thread count or job mix, so a batched prefill equals token-by-token decode.
 #include <gtest/gtest.h>
 
@@ -89,15 +89,6 @@ TEST(Matmul, EqualsTokenByTokenDotsForEveryFormatAndThreadCount) {
     }
 }
 
-TEST(Matmul, MatvecEqualsOneTokenOfMatmul) {
-    const OwnedMatrix W = make_matrix(TensorType::IQ2_XXS, 300, 1024, 3);
-    const auto X = gaussian(1024, 4);
-    ThreadPool pool(2);
-    std::vector<float> y(300);
-    matvec(W.m, X.data(), y.data(), pool);
-    expect_same_bits(y, reference(W.m, X.data(), 1), "matvec");
-}
-
 TEST(Matmul, DecodeProfileCountsOneTokenProductsPerFormat) {
     const OwnedMatrix A = make_matrix(TensorType::Q8_0, 300, 1024, 5);
     const OwnedMatrix B = make_matrix(TensorType::F16, 40, 512, 6);
@@ -105,12 +96,12 @@ TEST(Matmul, DecodeProfileCountsOneTokenProductsPerFormat) {
     ThreadPool pool(2);
     std::vector<float> y(600);
     matvec_profile_open();
-    matvec(A.m, X.data(), y.data(), pool);
-    matvec(A.m, X.data(), y.data(), pool);
-    matvec(B.m, X.data(), y.data(), pool);
+    matmul(A.m, X.data(), 1, y.data(), pool);
+    matmul(A.m, X.data(), 1, y.data(), pool);
+    matmul(B.m, X.data(), 1, y.data(), pool);
     matmul(A.m, X.data(), 2, y.data(), pool);  // two tokens: not decode, not counted
     const MatvecProfile p = matvec_profile_close();
-    matvec(B.m, X.data(), y.data(), pool);  // closed: not counted
+    matmul(B.m, X.data(), 1, y.data(), pool);  // closed: not counted
     ASSERT_EQ(p.formats.size(), 2u);
     EXPECT_EQ(p.formats[0].first, TensorType::F16);  // by type id: F16 (1) before Q8_0 (8)
     EXPECT_EQ(p.formats[1].first, TensorType::Q8_0);
@@ -165,10 +156,10 @@ TEST(Matmul, DecodeJobsOnSeveralThreadsComputeEveryRowOnce) {
     const OwnedMatrix C = make_matrix(TensorType::F16, 333, 512, 23);
     const auto X = gaussian(1024, 24);
     const OwnedMatrix* mats[] = {&A, &B, &C};
-    std::vector<Activation> acts(3);
+    std::vector<Activations> acts(3);
     std::vector<std::vector<float>> want(3);
     for (int m = 0; m < 3; ++m) {
-        acts[size_t(m)].set(X.data(), mats[m]->m.cols, quant::dot_type(mats[m]->m.type));
+        acts[size_t(m)].set(X.data(), 1, mats[m]->m.cols, quant::dot_type(mats[m]->m.type));
         want[size_t(m)] = reference(mats[m]->m, X.data(), 1);
     }
     for (int threads : {2, 3, 4}) {
@@ -179,7 +170,7 @@ TEST(Matmul, DecodeJobsOnSeveralThreadsComputeEveryRowOnce) {
         std::vector<MatmulJob> jobs;
         for (int m = 0; m < 3; ++m) {
             y[size_t(m)].assign(size_t(mats[m]->m.rows), std::numeric_limits<float>::quiet_NaN());
-            a[size_t(m)] = acts[size_t(m)].data();
+            a[size_t(m)] = acts[size_t(m)].row(0);
             out[size_t(m)] = y[size_t(m)].data();
         }
         for (int m = 0; m < 3; ++m) jobs.push_back({mats[m]->m, &a[size_t(m)], &out[size_t(m)], 1});
@@ -190,7 +181,7 @@ TEST(Matmul, DecodeJobsOnSeveralThreadsComputeEveryRowOnce) {
     }
 }
 
-TEST(Matmul, GroupedEqualsPerGroupMatvecs) {
+TEST(Matmul, GroupedEqualsPerGroupProducts) {
     // 3 groups of 20 rows over slices of 256 values, 5 tokens.
     const int64_t G = 3, R = 20, K = 256, n = 5;
     const OwnedMatrix W = make_matrix(TensorType::Q8_0, G * R, K, 12);
@@ -200,7 +191,8 @@ TEST(Matmul, GroupedEqualsPerGroupMatvecs) {
     matmul_grouped(W.m, G, X.data(), n, Y.data(), pool);
     for (int64_t g = 0; g < G; ++g)
         for (int64_t t = 0; t < n; ++t)
-            matvec(W.m.slice_rows(g * R, R), &X[size_t((t * G + g) * K)], &want[size_t(t * G * R + g * R)], pool);
+            matmul(W.m.slice_rows(g * R, R), &X[size_t((t * G + g) * K)], 1, &want[size_t(t * G * R + g * R)],
+                   pool);
     expect_same_bits(Y, want, "grouped");
     EXPECT_THROW(matmul_grouped(W.m, 7, X.data(), n, Y.data(), pool), Error);
 }
@@ -246,18 +238,6 @@ TEST(Matmul, CompatModeStillEqualsItsOwnDotKernel) {
     const auto want = reference(W.m, X.data(), 6);
     quant::set_ggml_compat(false);
     expect_same_bits(Y, want, "compat");
-}
-
-TEST(Matmul, RejectsMismatchedActivations) {
-    const OwnedMatrix W = make_matrix(TensorType::Q8_0, 4, 64, 1);
-    ThreadPool pool(1);
-    Activation a;
-    const auto x = gaussian(64, 2);
-    a.set(x.data(), 64, TensorType::F16);
-    std::vector<float> y(4);
-    EXPECT_THROW(matvec(W.m, a, y.data(), pool), Error);
-    a.set(x.data(), 32, TensorType::Q8_0);
-    EXPECT_THROW(matvec(W.m, a, y.data(), pool), Error);
 }
 
 }  // namespace

@@ -21,8 +21,12 @@ TEST(Rope, FlashYarnBlend) {
     Rope r(p);
     for (int i = 0; i < 32; ++i) {
         const double f = std::pow(160000.0, -i / 32.0);
-        if (i <= 15) EXPECT_FLOAT_EQ(r.freqs()[i], f) << i;
-        if (i >= 25) EXPECT_FLOAT_EQ(r.freqs()[i], f / 16.0) << i;
+        if (i <= 15) {
+            EXPECT_FLOAT_EQ(r.freqs()[i], f) << i;
+        }
+        if (i >= 25) {
+            EXPECT_FLOAT_EQ(r.freqs()[i], f / 16.0) << i;
+        }
         if (i > 15 && i < 25) {
             const double ramp = (i - 15) / 10.0;
             EXPECT_FLOAT_EQ(r.freqs()[i], f * ((1 - ramp) + ramp / 16)) << i;

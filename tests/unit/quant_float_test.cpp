@@ -145,22 +145,6 @@ TEST(QuantFloat, ScalarDotEqualsExactSumOfDequantizedProducts) {
     }
 }
 
-TEST(QuantFloat, MatvecIsDotPerRow) {
-    const int64_t rows = 5, n = 70;
-    const std::vector<float> wv = testing::random_values(Dist::Gaussian, rows * n, 3);
-    const std::vector<float> av = testing::random_values(Dist::Gaussian, n, 4);
-    std::vector<uint16_t> w(static_cast<size_t>(rows * n)), a(static_cast<size_t>(n));
-    quantize_row(TensorType::F16, wv.data(), w.data(), rows * n);
-    quantize_activation(TensorType::F16, av.data(), a.data(), n);
-    for (Isa isa : testing::supported_isas()) {
-        std::vector<float> y(rows);
-        matvec(TensorType::F16, rows, n, w.data(), a.data(), y.data(), isa);
-        for (int64_t r = 0; r < rows; ++r)
-            EXPECT_EQ(y[size_t(r)],
-                      dot_kernel(TensorType::F16, isa)(n, w.data() + r * n, a.data()));
-    }
-}
-
 TEST(QuantFloat, DispatchFallsBackAndBestIsaIsSupported) {
     EXPECT_TRUE(isa_supported(Isa::Scalar));
     EXPECT_TRUE(isa_supported(best_isa()));

@@ -269,7 +269,7 @@ namespace {
 // A file of random bytes with three "layers" of 8 experts whose parts have odd sizes and
 // offsets (not block-aligned), like GGUF tensors at 32-byte alignment.
 struct FakeModel {
-    oracle::TempDir dir;
+    test::TempDir dir;
     std::string path = dir.file("experts.bin");
     std::vector<uint8_t> bytes;
     model::ExpertFileLayout layout;
@@ -346,9 +346,15 @@ TEST(StreamingExpertCache, ServesTheFileBytesOfEveryExpertAtEverySize) {
             EXPECT_LE(st.max_occupied, slots);
             EXPECT_GT(st.misses, 0u);
             // (With 24 slots the whole file is soon cached and nothing is left to read ahead.)
-            if (slots == 16) EXPECT_GT(st.read_ahead - st.hinted, 0u);
-            if (slots < 16) EXPECT_EQ(st.read_ahead - st.hinted, 0u);
-            if (slots >= 8) EXPECT_GT(st.hinted, 0u);
+            if (slots == 16) {
+                EXPECT_GT(st.read_ahead - st.hinted, 0u);
+            }
+            if (slots < 16) {
+                EXPECT_EQ(st.read_ahead - st.hinted, 0u);
+            }
+            if (slots >= 8) {
+                EXPECT_GT(st.hinted, 0u);
+            }
             EXPECT_LE(st.hint_used, st.hinted);
         }
     // Asking for an expert that was not prepared, or more experts than slots, is an error.

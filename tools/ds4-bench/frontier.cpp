@@ -1,8 +1,6 @@
 #include "frontier.h"
 
 #include <algorithm>
-#include <fstream>
-#include <limits>
 
 #include "common/error.h"
 
@@ -28,27 +26,6 @@ std::vector<int64_t> frontiers(const SweepShape& s) {
 }
 
 int64_t context_needed(const SweepShape& s) { return frontiers(s).back() + s.gen_tokens; }
-
-std::vector<int32_t> read_token_ids(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) fail("cannot read token ids from {}", path);
-    std::vector<int32_t> ids;
-    std::string word;
-    while (in >> word) {
-        size_t used = 0;
-        long long v = -1;
-        try {
-            v = std::stoll(word, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used != word.size() || v < 0 || v > std::numeric_limits<int32_t>::max())
-            fail("{}: '{}' (token {}) is not a token id", path, word, ids.size());
-        ids.push_back(int32_t(v));
-    }
-    if (ids.empty()) fail("{}: no token ids", path);
-    return ids;
-}
 
 void check_sequence(const std::vector<int32_t>& ids, const SweepShape& s, int64_t n_vocab,
                     const std::string& what) {

@@ -29,10 +29,6 @@ std::vector<int64_t> frontiers(const SweepShape& s);
 // Positions a context must hold for the whole walk: the last frontier plus the probe.
 int64_t context_needed(const SweepShape& s);
 
-// Whitespace-separated non-negative token ids from `path`. Throws ds4::Error naming the file
-// and the offending word (or an empty file).
-std::vector<int32_t> read_token_ids(const std::string& path);
-
 // Throws ds4::Error when `ids` holds fewer tokens than the last frontier (`what` names their
 // source, e.g. the file), or an id is outside [0, n_vocab).
 void check_sequence(const std::vector<int32_t>& ids, const SweepShape& s, int64_t n_vocab,

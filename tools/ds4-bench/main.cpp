@@ -4,17 +4,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/file_io.h"
-#include "common/thread_count.h"
+#include "frontend/run.h"
+#include "frontend/startup.h"
+#include "frontend/token_ids.h"
 #include "frontier.h"
 #include "model/model.h"
-#include "pipeline/pipeline_model.h"
 #include "options.h"
 #include "report.h"
 #include "sweep.h"
@@ -25,18 +25,17 @@ namespace {
 
 int run(const Options& o) {
     const std::vector<int32_t> file_ids =
-        o.token_ids.empty() ? std::vector<int32_t>{} : read_token_ids(o.token_ids);
+        o.token_ids.empty() ? std::vector<int32_t>{} : frontend::read_token_ids(o.token_ids);
     frontiers(o.shape);  // flag errors before the (slow) load
-    const int threads = resolve_threads(o.threads);
-    if (o.dist.role == pipeline::Role::worker) fail("workers are `ds4 --role worker`; ds4-bench can only be the coordinator");
-    auto model = pipeline::open_model(o.model, {.threads = threads,
-                                                .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
-                                                .stream_experts = o.streaming.enabled},
-                                      o.dist);
-    const gguf::File& file = model->file();
-    const int64_t ctx = o.ctx > 0 ? o.ctx : context_needed(o.shape);
-    const auto streaming = streaming::attach(
-        *model, o.streaming, streaming::reserved_bytes(*model, {.ctx = ctx, .qat = o.qat}, o.sessions + 1));
+    frontend::ModelOptions mo = o;
+    if (mo.ctx == 0) mo.ctx = context_needed(o.shape);
+    // The probe's sequences and the frontier's snapshot; the walk may pass the trained context.
+    const frontend::Started started = frontend::start_model(
+        mo, {.tool = "ds4-bench", .sequences = o.sessions, .spare = 1, .sequences_flag = "--sessions",
+             .check_trained_context = false});
+    model::Model& model = *started.model;
+    const gguf::File& file = model.file();
+    const auto& streaming = started.streaming;
 
     std::vector<int32_t> ids = file_ids;
     std::string source = o.token_ids;
@@ -50,13 +49,11 @@ int run(const Options& o) {
         ids = tokenizer::Tokenizer::from_gguf(file)->encode(text);
         source = "--prompt-file " + o.prompt_file;
     }
-    check_sequence(ids, o.shape, model->info().n_vocab, source);
+    check_sequence(ids, o.shape, model.info().n_vocab, source);
 
     SweepOptions so;
     so.shape = o.shape;
-    so.session.ctx = ctx;
-    so.session.prefill_chunk = o.prefill_chunk;
-    so.session.qat = o.qat;
+    so.session = mo.session();
     so.warmup = o.warmup;
     so.sessions = o.sessions;
     // With --ssd-streaming, each decode probe's own cache counters (the table's gen t/s is
@@ -79,7 +76,7 @@ int run(const Options& o) {
 
     std::printf("ds4-bench: %s, %zu tokens, %zu frontiers, %d threads, ctx %lld, prefill chunk %lld%s, "
                 "warm-up %lld, %lld session(s) per probe\n",
-                o.model.c_str(), ids.size(), frontiers(o.shape).size(), threads,
+                o.model.c_str(), ids.size(), frontiers(o.shape).size(), started.threads,
                 static_cast<long long>(so.session.ctx), static_cast<long long>(o.prefill_chunk),
                 o.qat ? "" : ", no QAT", static_cast<long long>(o.warmup), static_cast<long long>(o.sessions));
     CsvWriter csv(o.csv);
@@ -89,7 +86,7 @@ int run(const Options& o) {
         if (!probes) fail("--dump-probe-ids {}: cannot open for writing", o.dump_probe_ids);
     }
     print_table_header(stdout);
-    run_sweep(*model, ids, so, [&](const Row& r, const std::vector<int32_t>& probe) {
+    run_sweep(model, ids, so, [&](const Row& r, const std::vector<int32_t>& probe) {
         print_table_row(stdout, r);
         csv.add(r);
         if (probes) {
@@ -109,12 +106,5 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
     const auto parsed = ds4::bench::parse_options(argc, argv);
     if (parsed.exit_code) return *parsed.exit_code;
-    try {
-        return ds4::bench::run(parsed.options);
-    } catch (const ds4::Error& e) {
-        std::fprintf(stderr, "ds4-bench: %s\n", e.what());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ds4-bench: internal error: %s\n", e.what());
-    }
-    return 1;
+    return ds4::frontend::run_main("ds4-bench", [&] { return ds4::bench::run(parsed.options); });
 }

@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "common/cli_checks.h"
-#include "gguf/reader.h"
 
 namespace ds4::bench {
 
@@ -15,8 +14,6 @@ ParseResult parse_options(int argc, char** argv) {
     CLI::App app{"ds4-bench: prefill and decode throughput at growing context frontiers (DwarfStar "
                  "C++)", "ds4-bench"};
     app.get_formatter()->column_width(30);
-    app.add_option("-m,--model", o.model, "GGUF model file (default ./ds4flash.gguf)")
-        ->option_text("FILE");
     auto* prompt = app.add_option("--prompt-file", o.prompt_file,
                                   "Text to walk, tokenized raw (no BOS, no chat template); needs "
                                   "a model with a vocabulary")
@@ -51,23 +48,15 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_option("--dump-probe-ids", o.dump_probe_ids,
                    "Write each probe's greedy token ids, one line per frontier (diagnostics)")
         ->option_text("FILE")->group("Output");
-    app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
-        ->check(cli_checks::thread_count())->group("Runtime");
-    app.add_option("-c,--ctx,--ctx-alloc", o.ctx,
-                   "Positions to allocate (default: the last frontier + --gen-tokens)")
-        ->check(cli_checks::at_least(0))->group("Runtime");
-    app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
-        ->check(cli_checks::at_least(1))->group("Runtime");
+    frontend::add_model_flags(app, o,
+                              {.group = "Runtime",
+                               .ctx_names = "-c,--ctx,--ctx-alloc",
+                               .ctx_help = "Positions to allocate (default: the last frontier + --gen-tokens)",
+                               .ctx_min = 0});
     app.add_option("--warmup", o.warmup,
                    "Before the sweep, prefill the sequence's first N tokens untimed and reset the "
                    "session, so the timed rows run on grown buffers (default 0: none)")
         ->check(cli_checks::at_least(0))->group("Runtime");
-    app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
-                 "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
-        ->group("Runtime");
-    app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
-                 gguf::File::kCopyHelp)
-        ->group("Runtime");
     streaming::add_flags(app, o.streaming, "SSD streaming");
     pipeline::add_dist_flags(app, o.dist);
     app.footer(
@@ -79,19 +68,7 @@ ParseResult parse_options(int argc, char** argv) {
         "  ds4-bench -m models/flash4.gguf --token-ids ids.txt --ctx-start 512 --ctx-max 4096 \\\n"
         "            --step-incr 512 --gen-tokens 32 --threads 2 --csv out.csv\n"
         "  bench/plot_speed.py out.csv --title \"my machine\" > out.svg");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        r.exit_code = app.exit(e);
-        return r;
-    }
-    try {
-        streaming::check(o.streaming);
-    } catch (const Error& e) {
-        std::fprintf(stderr, "ds4-bench: %s\n", e.what());
-        r.exit_code = 2;
-        return r;
-    }
+    if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
     if (o.prompt_file.empty() && o.token_ids.empty()) {
         std::fprintf(stderr, "ds4-bench: give the sequence to walk: --prompt-file FILE or "
                              "--token-ids FILE (see --help)\n");

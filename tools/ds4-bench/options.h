@@ -7,28 +7,23 @@
 #include <optional>
 #include <string>
 
+#include "frontend/model_options.h"
 #include "frontier.h"
-#include "streaming/options.h"
-#include "pipeline/options.h"
 
 namespace ds4::bench {
 
-struct Options {
-    std::string model = "./ds4flash.gguf";  // -m/--model
+// -m, -t, --ctx/--ctx-alloc (here 0: the last frontier + --gen-tokens), --prefill-chunk,
+// --no-qat, --no-mmap, SSD streaming and --role coordinator ... (measure over a pipeline; it
+// waits for the route) come from ModelOptions.
+struct Options : frontend::ModelOptions {
+    Options() { ctx = 0; }
     std::string prompt_file;    // --prompt-file FILE: text, tokenized raw (no BOS, no template)
     std::string token_ids;      // --token-ids FILE: whitespace-separated ids, used as they are
     SweepShape shape;           // --ctx-start, --ctx-max, --step-incr, --gen-tokens
     std::string csv;            // --csv OUT (empty: table only)
     int64_t sessions = 1;       // --sessions N: sequences decoding together in each probe
-    int threads = 0;            // -t/--threads (0: all cores)
-    int64_t ctx = 0;            // --ctx/--ctx-alloc (0: last frontier + gen-tokens)
-    int64_t prefill_chunk = 512;  // --prefill-chunk
     int64_t warmup = 0;         // --warmup N: untimed prefill of N tokens first, then reset
-    bool qat = true;            // --no-qat
-    bool no_mmap = false;       // --no-mmap
-    streaming::Options streaming;  // --ssd-streaming*, --expert-profile
     std::string dump_probe_ids; // --dump-probe-ids FILE: each probe's greedy ids, one line per row
-    pipeline::DistOptions dist; // --role coordinator ...: measure over a pipeline (waits for the route)
 };
 
 struct ParseResult {

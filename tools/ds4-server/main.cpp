@@ -12,30 +12,21 @@
 
 #include "common/cli_checks.h"
 #include "common/error.h"
-#include "common/thread_count.h"
-#include "gguf/reader.h"
-#include "model/context_check.h"
+#include "frontend/run.h"
+#include "frontend/startup.h"
 #include "model/model.h"
-#include "pipeline/pipeline_model.h"
 #include "server/http_server.h"
-#include "streaming/options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
-struct Options {
-    std::string model = "./ds4flash.gguf";
-    bool model_given = false;
-    bool ctx_given = false;
-    long long ctx = 32768;
-    int threads = 0;
-    long long prefill_chunk = 512;
+// -m, -t, --ctx (here 32768, or the model's trained context when that is smaller and no -c was
+// given), --prefill-chunk, --no-qat, --no-mmap, SSD streaming and --role coordinator (the model
+// runs over a pipeline) come from ModelOptions.
+struct Options : ds4::frontend::ModelOptions {
+    Options() { ctx = 32768; }
     long long rewind_slack = 4096;
-    bool qat = true;
-    bool no_mmap = false;
-    ds4::streaming::Options streaming;
     ds4::server::ServerOptions server;
-    ds4::pipeline::DistOptions dist;  // --role coordinator: the model runs over a pipeline
     std::string force_output;
 };
 
@@ -65,37 +56,23 @@ int run(const Options& o) {
     if (!o.model_given && !std::filesystem::exists(o.model))
         ds4::fail("model file {} not found; pass -m FILE (scripts/run-default.sh writes a small "
                   "random model to models/default.gguf)", o.model);
-    const int threads = ds4::resolve_threads(o.threads);
-    if (o.dist.role == ds4::pipeline::Role::worker)
-        ds4::fail("workers are `ds4 --role worker`; ds4-server can only be the coordinator");
-    auto model = ds4::pipeline::open_model(
-        o.model, {.threads = threads,
-                  .load = o.no_mmap ? ds4::gguf::File::Load::Copy : ds4::gguf::File::Load::Map,
-                  .stream_experts = o.streaming.enabled},
-        o.dist);
-    const auto tok = ds4::tokenizer::Tokenizer::from_gguf(model->file());
-    long long ctx = o.ctx;
-    if (!o.ctx_given && ctx > 0 && uint64_t(ctx) > model->info().trained_ctx) {
-        ctx = (long long)model->info().trained_ctx;
-        std::fprintf(stderr, "ds4-server: the model's trained context is %lld tokens: using it (--ctx sets another)\n", ctx);
-    }
-    ds4::model::check_trained_context(*model, ctx, "--ctx");
+    // Every slot's KV state (and a snapshot's) comes before the expert cache.
+    const ds4::frontend::Started started = ds4::frontend::start_model(
+        o, {.tool = "ds4-server", .sequences = o.server.scheduler.parallel, .spare = 1,
+            .sequences_flag = "--parallel", .tokenizer = true, .fit_trained_context = true});
+    ds4::model::Model& model = *started.model;
+    const ds4::tokenizer::Tokenizer& tok = *started.tokenizer;
+    const long long ctx = started.ctx;
+    const int threads = started.threads;
     ds4::server::ServerOptions server_options = o.server;
     server_options.scheduler.session = {.ctx = ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat,
                                         .rewind_slack = o.rewind_slack};
-    ds4::model::check_memory(*model, server_options.scheduler.session.sequence(),
-                             server_options.scheduler.parallel, "--ctx with --parallel");
-    // The expert cache takes what is left after every slot's KV state (and a snapshot's).
-    const auto streaming = ds4::streaming::attach(
-        *model, o.streaming,
-        ds4::streaming::reserved_bytes(*model, server_options.scheduler.session.sequence(),
-                                       int64_t(server_options.scheduler.parallel) + 1));
     std::unique_ptr<ds4::server::ForcedOutputs> forced;
     if (!o.force_output.empty()) {
-        forced = std::make_unique<ds4::server::ForcedOutputs>(o.force_output, *tok);
+        forced = std::make_unique<ds4::server::ForcedOutputs>(o.force_output, tok);
         std::fprintf(stderr, "ds4-server: TEST MODE: outputs are forced from %s\n", o.force_output.c_str());
     }
-    ds4::server::HttpServer server(*model, *tok, server_options, std::move(forced));
+    ds4::server::HttpServer server(model, tok, server_options, std::move(forced));
     // Said before binding, so it is seen even when the bind fails.
     if (!ds4::server::is_loopback_host(o.server.host) && o.server.api_key.empty())
         std::fprintf(stderr,
@@ -138,22 +115,15 @@ int main(int argc, char** argv) {
     CLI::App app{"ds4-server: OpenAI / Anthropic compatible HTTP server for DeepSeek V4 Flash "
                  "(DwarfStar C++)", "ds4-server"};
     app.get_formatter()->column_width(34);
-    auto* model = app.add_option("-m,--model", o.model, "GGUF model file (default ./ds4flash.gguf)")
-                      ->option_text("FILE")->group("Model and runtime");
-    auto* ctx = app.add_option("-c,--ctx", o.ctx,
-                               "Context size in tokens (default 32768, or the model's trained "
-                               "context when that is smaller)")
-        ->check(ds4::cli_checks::at_least(1))->group("Model and runtime");
-    app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
-        ->check(ds4::cli_checks::thread_count())->group("Model and runtime");
-    app.add_option("--prefill-chunk", o.prefill_chunk, "Prefill chunk size in tokens (default 512)")
-        ->check(ds4::cli_checks::at_least(1))->group("Model and runtime");
+    ds4::frontend::add_model_flags(app, o,
+                                   {.model_group = "Model and runtime",
+                                    .ctx_help = "Context size in tokens (default 32768, or the model's trained "
+                                                "context when that is smaller)",
+                                    .qat_help = "Turn off the FP8 KV / FP4 indexer simulations"});
     app.add_option("--rewind-slack", o.rewind_slack,
                    "Positions the live session can rewind in O(1) when a request diverges from "
                    "it (default 4096)")
         ->check(ds4::cli_checks::at_least(0))->group("Model and runtime");
-    app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
-                 "Turn off the FP8 KV / FP4 indexer simulations")->group("Model and runtime");
     app.add_option("-n,--tokens", o.server.default_max_tokens,
                    "Default max output tokens when a client sends none (default 393216; always "
                    "capped by the free context)")
@@ -245,8 +215,6 @@ int main(int argc, char** argv) {
     app.add_option("--kv-cache-boundary-align-tokens", kv.policy.boundary_align,
                    "...aligned down to a multiple of N (default 2048)")
         ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
-    app.add_flag("--no-mmap", o.no_mmap,
-                 ds4::gguf::File::kCopyHelp);
     ds4::streaming::add_flags(app, o.streaming, "SSD streaming");
     app.add_option("--test-force-output", o.force_output,
                    "TEST ONLY: JSON array of output texts; each request emits the next one "
@@ -265,25 +233,6 @@ int main(int argc, char** argv) {
         "  ds4-server -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 16GB\n"
         "  ds4-server -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 (docs/DISTRIBUTED.md)\n"
         "  curl http://127.0.0.1:8000/v1/models");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e);
-    }
-    o.model_given = model->count() > 0;
-    o.ctx_given = ctx->count() > 0;
-    try {
-        ds4::streaming::check(o.streaming);
-    } catch (const ds4::Error& e) {
-        std::fprintf(stderr, "ds4-server: %s\n", e.what());
-        return 2;
-    }
-    try {
-        return run(o);
-    } catch (const ds4::Error& e) {
-        std::fprintf(stderr, "ds4-server: %s\n", e.what());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ds4-server: internal error: %s\n", e.what());
-    }
-    return 1;
+    if (const auto exit_code = ds4::frontend::parse(app, argc, argv, o)) return *exit_code;
+    return ds4::frontend::run_main("ds4-server", [&] { return run(o); });
 }

@@ -1,56 +1,30 @@
 #include "eval.h"
 
-#include "generate.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/file_io.h"
-#include "model/context_check.h"
+#include "frontend/startup.h"
+#include "frontend/token_ids.h"
 #include "model/model.h"
-#include "pipeline/pipeline_model.h"
 #include "model/session.h"
 
 namespace ds4::cli {
 namespace {
-
-std::vector<int32_t> read_token_ids(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) fail("cannot read token ids from {}", path);
-    std::vector<int32_t> ids;
-    std::string word;
-    while (in >> word) {
-        size_t used = 0;
-        long long v = -1;
-        try {
-            v = std::stoll(word, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used != word.size() || v < 0 || v > INT32_MAX)
-            fail("{}: '{}' (token {}) is not a token id", path, word, ids.size());
-        ids.push_back(int32_t(v));
-    }
-    if (ids.empty()) fail("{}: no token ids", path);
-    return ids;
-}
 
 int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v + n) - v); }
 
 }  // namespace
 
 int run_eval_tokens(const Options& o) {
-    const std::vector<int32_t> ids = read_token_ids(o.token_ids);
-    std::unique_ptr<streaming::Attachment> st;
-    auto model = open_model(o, st);
-    const int64_t V = model->info().n_vocab;
-    model::check_trained_context(*model, o.ctx, "--ctx");
-    model::Session s(*model, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
+    const std::vector<int32_t> ids = frontend::read_token_ids(o.token_ids);
+    const frontend::Started started = frontend::start_model(o);
+    const int64_t V = started.model->info().n_vocab;
+    model::Session s(*started.model, o.session());
     using clock = std::chrono::steady_clock;
     const bool all = !o.dump_logits.empty();
     std::vector<float> logits;

@@ -15,13 +15,13 @@
 #include "common/error.h"
 #include "common/file_io.h"
 #include "engine/engine.h"
+#include "frontend/startup.h"
 #include "generate.h"
 #include "kvcache/file_format.h"
 #include "line_editor.h"
 #include "model/context_check.h"
 #include "model/identity.h"
 #include "model/model.h"
-#include "pipeline/pipeline_model.h"
 #include "model/state_file.h"
 #include "prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -70,12 +70,10 @@ const char* mode_name(chat::ThinkingMode m) {
 
 class Chat {
 public:
-    Chat(const Options& o) : o_(o), ctx_(o.ctx), thinking_(o.thinking) {
-        model_ = open_model(o, streaming_);
-        tok_ = tokenizer::Tokenizer::from_gguf(model_->file());
-        format_ = chat::ChatFormat::from_gguf(model_->file(), *tok_);
-        identity_ = model::identity(*model_);
-        model::check_trained_context(*model_, ctx_, "--ctx");
+    Chat(const Options& o)
+        : o_(o), ctx_(o.ctx), thinking_(o.thinking), run_(frontend::start_model(o, {.tokenizer = true})) {
+        format_ = chat::ChatFormat::from_gguf(run_.model->file(), *run_.tokenizer);
+        identity_ = model::identity(*run_.model);
         restart(ctx_);
     }
 
@@ -104,7 +102,7 @@ private:
         ctx_ = ctx;
         engine_.reset();
         engine_ = std::make_unique<engine::Engine>(
-            *model_, *tok_,
+            *run_.model, *run_.tokenizer,
             model::SessionOptions{.ctx = ctx, .prefill_chunk = o_.prefill_chunk, .qat = o_.qat});
         transcript_.clear();
         if (thinking_ == chat::ThinkingMode::Max &&
@@ -138,7 +136,7 @@ private:
                 std::fprintf(stderr, "usage: /ctx N (a context size of at least 16 tokens)\n");
             } else {
                 try {
-                    model::check_trained_context(*model_, n, "/ctx");
+                    model::check_trained_context(*run_.model, n, "/ctx");
                     const int64_t old = ctx_;
                     try {
                         restart(n);
@@ -185,7 +183,7 @@ private:
     void save(const std::string& path) {
         const std::vector<uint8_t> state = engine_->save_state();
         const auto& held = engine_->tokens();
-        kvcache::write_file(path, tok_->decode(held), state,
+        kvcache::write_file(path, run_.tokenizer->decode(held), state,
                             {kvcache::SaveReason::manual, int64_t(held.size()), ctx_}, {}, identity_,
                             model::kStateVersion);
         std::fprintf(stderr, "saved %zu tokens to %s\n", held.size(), path.c_str());
@@ -262,10 +260,8 @@ private:
     const Options& o_;
     int64_t ctx_;
     chat::ThinkingMode thinking_;
-    std::unique_ptr<streaming::Attachment> streaming_;  // --ssd-streaming, --expert-profile
-    std::unique_ptr<model::Model> model_;
-    std::unique_ptr<tokenizer::Tokenizer> tok_;
-    std::unique_ptr<chat::ChatFormat> format_;  // bound to *tok_
+    frontend::Started run_;  // the model, its tokenizer, --ssd-streaming / --expert-profile
+    std::unique_ptr<chat::ChatFormat> format_;  // bound to *run_.tokenizer
     std::unique_ptr<engine::Engine> engine_;
     std::vector<int32_t> transcript_;  // every token of the conversation so far
     kvcache::ModelId identity_{};      // model::identity, for /save and /load

@@ -3,17 +3,16 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "common/cli_checks.h"
 #include "common/error.h"
-#include "common/thread_count.h"
 #include "eval.h"
+#include "frontend/run.h"
+#include "frontend/startup.h"
 #include "generate.h"
-#include "gguf/reader.h"
 #include "inspect.h"
 #include "interactive.h"
 #include "options.h"
@@ -41,8 +40,6 @@ ParseResult parse_options(int argc, char** argv) {
     Options& o = r.options;
     CLI::App app{"ds4: DeepSeek V4 Flash inference engine (DwarfStar C++)", "ds4"};
     app.get_formatter()->column_width(34);
-    auto* model = app.add_option("-m,--model", o.model, "GGUF model file (default ./ds4flash.gguf)")
-                      ->option_text("FILE");
     std::string inspect_path;
     auto* inspect = app.add_option("--inspect", inspect_path,
                                    "Print the model's metadata and tensor table, then exit "
@@ -62,19 +59,9 @@ ParseResult parse_options(int argc, char** argv) {
                                  "Maximum new tokens (default: until EOS or the context is full); "
                                  "with --token-ids: print N greedy continuation ids")
                       ->check(cli_checks::at_least(0))->group("Prompt and sampling");
-    app.add_option("-c,--ctx", o.ctx, "Context size in tokens (default 4096)")
-        ->check(cli_checks::at_least(1))->group("Model and runtime");
-    app.add_option("-t,--threads", o.threads, "Threads (default 0: all cores; at most 4 per core)")
-        ->check(cli_checks::thread_count())->group("Model and runtime");
-    app.add_option("--prefill-chunk", o.prefill_chunk,
-                   "Prefill chunk size in tokens (default 512; 1 = token-by-token decode)")
-        ->check(cli_checks::at_least(1))->group("Evaluation");
-    app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; },
-                 "Turn off the FP8 KV / FP4 indexer simulations (llama.cpp omits them)")
-        ->group("Evaluation");
-    app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; },
-                 gguf::File::kCopyHelp)
-        ->group("Evaluation");
+    frontend::add_model_flags(
+        app, o, {.eval_group = "Evaluation",
+                 .prefill_help = "Prefill chunk size in tokens (default 512; 1 = token-by-token decode)"});
     streaming::add_flags(app, o.streaming, "SSD streaming");
     auto* prompt = app.add_option("-p,--prompt", o.prompt, "Prompt text (one-shot; without it: interactive chat)")->option_text("TEXT");
     auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
@@ -136,20 +123,7 @@ ParseResult parse_options(int argc, char** argv) {
         "  ds4 -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 -p \"Hello\"\n"
         "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
         "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        r.exit_code = app.exit(e);
-        return r;
-    }
-    try {
-        streaming::check(o.streaming);
-    } catch (const Error& e) {
-        std::fprintf(stderr, "ds4: %s\n", e.what());
-        r.exit_code = 2;
-        return r;
-    }
-    o.model_given = model->count() > 0;
+    if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
     o.n_given = n_opt->count() > 0;
     if (seed_opt->count() > 0) o.seed = seed;
     if (nothink->count() > 0) o.thinking = chat::ThinkingMode::Off;
@@ -157,11 +131,6 @@ ParseResult parse_options(int argc, char** argv) {
     if (prompt->count() > 0 || prompt_file->count() > 0) o.mode = Mode::Generate;
     if (!o.token_ids.empty()) o.mode = Mode::EvalTokens;
     if (dump_tokens) o.mode = Mode::DumpTokens;
-    if (const std::string why = pipeline::dist_options_error(o.dist); !why.empty()) {
-        std::fprintf(stderr, "ds4: %s\n", why.c_str());
-        r.exit_code = 2;
-        return r;
-    }
     if (o.dist.role == pipeline::Role::worker) o.mode = Mode::Worker;
     if (!o.dump_logits.empty() && o.token_ids.empty()) {
         std::fprintf(stderr, "ds4: --dump-logits-f32 needs --token-ids\n");
@@ -210,19 +179,7 @@ int run(const Options& o) {
             return run_generate(o);
         case Mode::Worker:
             require_model(o);
-            return pipeline::run_worker(
-                {.model_path = o.model,
-                 .open = {.threads = resolve_threads(o.threads),
-                          .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
-                          .stream_experts = o.streaming.enabled},
-                 .seq = {.ctx = o.ctx, .qat = o.qat},
-                 .dist = o.dist,
-                 .on_open = [&o](model::Model& m) -> std::shared_ptr<void> {
-                     // A worker holds up to pipeline::kMaxWorkerSessions sequences.
-                     return streaming::attach(m, o.streaming,
-                                              streaming::reserved_bytes(m, {.ctx = o.ctx, .qat = o.qat},
-                                                                        pipeline::kMaxWorkerSessions));
-                 }});
+            return pipeline::run_worker(frontend::worker_options(o));
         case Mode::None:
             break;
     }
@@ -237,12 +194,5 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
     const auto parsed = ds4::cli::parse_options(argc, argv);
     if (parsed.exit_code) return *parsed.exit_code;
-    try {
-        return ds4::cli::run(parsed.options);
-    } catch (const ds4::Error& e) {
-        std::fprintf(stderr, "ds4: %s\n", e.what());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "ds4: internal error: %s\n", e.what());
-    }
-    return 1;
+    return ds4::frontend::run_main("ds4", [&] { return ds4::cli::run(parsed.options); });
 }

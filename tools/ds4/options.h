@@ -7,16 +7,15 @@
 #include <string>
 
 #include "chat/render.h"
-#include "streaming/options.h"
-#include "pipeline/options.h"
+#include "frontend/model_options.h"
 
 namespace ds4::cli {
 
 enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate, Worker };
 
-struct Options {
-    std::string model = "./ds4flash.gguf";  // -m/--model
-    bool model_given = false;               // -m or a path after --inspect was on the command line
+// -m, -t, --ctx (default 4096), --prefill-chunk, --no-qat, --no-mmap, SSD streaming and the
+// pipeline roles come from ModelOptions; model_given is also set by a path after --inspect.
+struct Options : frontend::ModelOptions {
     Mode mode = Mode::None;
 
     // Evaluation (--token-ids): the ids are evaluated as they are (no BOS, no template).
@@ -24,12 +23,6 @@ struct Options {
     std::string dump_logits;      // --dump-logits-f32 OUT: [n_tokens][n_vocab] little-endian f32
     int n_predict = 0;            // -n N: --token-ids: greedy continuation ids; -p: max new tokens
     bool n_given = false;         // -n was on the command line (-p without it: until EOS or full)
-    int threads = 0;              // --threads (0: all cores; common/thread_count.h)
-    long long ctx = 4096;         // --ctx
-    long long prefill_chunk = 512;  // --prefill-chunk (1 = token-by-token decode)
-    bool qat = true;              // --no-qat turns the FP8/FP4 simulations off
-    bool no_mmap = false;         // --no-mmap: weights read into (huge-page) memory
-    streaming::Options streaming; // --ssd-streaming*, --expert-profile
 
     // Prompt and --dump-tokens.
     std::string prompt;           // -p TEXT
@@ -44,9 +37,6 @@ struct Options {
     int top_k = 0;                // --top-k (0: off)
     float min_p = 0.05f;          // --min-p
     std::optional<uint64_t> seed; // --seed (default: a random seed)
-
-    // Pipeline roles (--role, --layers, --listen, --coordinator, --dist-*, --debug).
-    pipeline::DistOptions dist;
 };
 
 // Parses argv. Returns the options, or an exit code when parsing ends the run (--help
