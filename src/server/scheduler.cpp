@@ -1,12 +1,12 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include <fmt/format.h>
 
 #include "chat/prompt_tokens.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "model/identity.h"
 #include "model/state_file.h"
 #include "tokenizer/tokenizer.h"
@@ -46,9 +46,8 @@ Scheduler::Scheduler(model::Model& model, const chat::ChatFormat& format, Schedu
             .model_id = model::identity(model_),
             .payload_version = model::kStateVersion});
         const auto st = disk_->stats();
-        std::fprintf(stderr, "ds4-server: kv cache %s: %llu files, %.1f of %llu MB\n", opt_.kv.dir.c_str(),
-                     (unsigned long long)st.files, double(st.total_bytes) / (1 << 20),
-                     (unsigned long long)opt_.kv.space_mb);
+        log::info("ds4-server: kv cache {}: {} files, {:.1f} of {} MB", opt_.kv.dir, st.files,
+                  double(st.total_bytes) / (1 << 20), opt_.kv.space_mb);
     }
     thread_ = std::thread([this] { worker(); });
 }
@@ -185,7 +184,7 @@ int64_t Scheduler::load_from_disk(Slot& s, int64_t keep) {
     if (!entry) return keep;  // damaged (removed, warned) or a hash collision
     auto refuse = [&](const std::string& why) {
         ++kv_refused_;
-        std::fprintf(stderr, "ds4-server: kv cache: not using %s: %s\n", hit->file.c_str(), why.c_str());
+        log::warn("ds4-server: kv cache: not using {}: {}", hit->file, why);
     };
     // Loaded into the slot's own sequence (no second context-sized allocation): load_state
     // leaves it unchanged on error; a refusal after loading clears it.
@@ -246,7 +245,7 @@ void Scheduler::save(Slot& s, kvcache::SaveReason reason) {
             kv_save_us_ += uint64_t(seconds_since(t0) * 1e6);
         }
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "ds4-server: kv cache: save failed: %s\n", e.what());
+        log::warn("ds4-server: kv cache: save failed: {}", e.what());
     }
 }
 
@@ -395,7 +394,7 @@ void Scheduler::worker() {
             step();
         } catch (const std::exception& e) {
             // A last resort (a writer or sampler error): end every request on the engine.
-            std::fprintf(stderr, "ds4-server: scheduler step failed: %s\n", e.what());
+            log::error("ds4-server: scheduler step failed: {}", e.what());
             for (auto& s : slots_)
                 if (s.job) {
                     s.job->channel->close(500);

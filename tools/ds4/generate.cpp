@@ -7,28 +7,14 @@
 #include <random>
 
 #include "common/error.h"
-#include "common/thread_count.h"
 #include "engine/engine.h"
-#include "model/context_check.h"
 #include "model/model.h"
-#include "pipeline/pipeline_model.h"
+#include "frontend/startup.h"
 #include "tokenizer/tokenizer.h"
 #include "tokens.h"
 #include "turn.h"
 
 namespace ds4::cli {
-
-int resolved_threads(const Options& o) { return resolve_threads(o.threads); }
-
-std::unique_ptr<model::Model> open_model(const Options& o, std::unique_ptr<streaming::Attachment>& st) {
-    auto model = pipeline::open_model(o.model, {.threads = resolved_threads(o),
-                                                .load = o.no_mmap ? gguf::File::Load::Copy : gguf::File::Load::Map,
-                                                .stream_experts = o.streaming.enabled},
-                                      o.dist);
-    st = streaming::attach(*model, o.streaming,
-                           streaming::reserved_bytes(*model, {.ctx = o.ctx, .qat = o.qat}, 1));
-    return model;
-}
 
 sampling::SamplerParams sampler_params(const Options& o) {
     return {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p, .min_p = o.min_p,
@@ -38,20 +24,19 @@ sampling::SamplerParams sampler_params(const Options& o) {
 
 int run_generate(const Options& o) {
     const std::string user = read_prompt(o);
-    std::unique_ptr<streaming::Attachment> st;
-    auto model = open_model(o, st);
-    model::check_trained_context(*model, o.ctx, "--ctx");
-    const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
+    const frontend::Started run = frontend::start_model(o, {.tokenizer = true});
+    model::Model& model = *run.model;
+    const tokenizer::Tokenizer& tok = *run.tokenizer;
+    const auto format = chat::ChatFormat::from_gguf(model.file(), tok);
     if (o.thinking == chat::ThinkingMode::Max &&
-        chat::effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Max)
+        format->effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Max)
         std::fprintf(stderr, "ds4: --think-max needs --ctx >= %lld; thinking as --think\n",
                      (long long)chat::kThinkMaxMinContext);
-    const auto format = chat::ChatFormat::from_gguf(model->file(), *tok);
     const std::vector<int32_t> prompt = one_turn_tokens(*format, one_turn(o, user));
     if (int64_t(prompt.size()) >= o.ctx)
         fail("the prompt is {} tokens but the context holds {} (raise --ctx)", prompt.size(), o.ctx);
 
-    engine::Engine e(*model, *tok, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
+    engine::Engine e(model, tok, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
     TurnOptions t;
     t.format = format.get();
     t.sampling = sampler_params(o);

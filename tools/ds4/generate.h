@@ -14,18 +14,9 @@ int run_generate(const Options& o);
 
 }  // namespace ds4::cli
 
-#include <random>
-
-#include "model/model.h"
 #include "sampling/sampler.h"
-#include "streaming/options.h"
 
 namespace ds4::cli {
-// Opens -m with the options' threads, --no-mmap and --ssd-streaming, and sets up the streaming
-// cache / expert profile (`st`, kept alive as long as the model runs) for contexts of --ctx.
-std::unique_ptr<model::Model> open_model(const Options& o, std::unique_ptr<streaming::Attachment>& st);
-// Shared with the interactive chat: --threads (0: all cores) and the sampler of the options
-// (a random seed unless --seed).
-int resolved_threads(const Options& o);
+// Shared with the interactive chat: the sampler of the options (a random seed unless --seed).
 sampling::SamplerParams sampler_params(const Options& o);
 }  // namespace ds4::cli
