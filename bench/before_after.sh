@@ -64,9 +64,10 @@ for ((r = 1; r <= reps; r++)); do
   if ((r % 2)); then run_one before "$r"; run_one after "$r"; else run_one after "$r"; run_one before "$r"; fi
 done
 
-python3 - "$out" "$reps" "$ctx" "${step_mb:-0}" <<'PY'
+python3 - "$out" "$reps" "$ctx" "${step_mb:-0}" "$sessions" <<'PY'
 import csv, statistics, sys, re, pathlib
 out, reps, ctx, step_mb = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4] or 0)
+sessions = int(sys.argv[5])
 def row(side, r):
     with open(out / f"{side}-r{r}.csv") as f:
         rows = list(csv.DictReader(f))
@@ -87,9 +88,12 @@ for i, name in ((0, "prefill t/s"), (1, "decode t/s")):
           f"| {med(aa) / med(bb):.3f} | {paired:.3f} |")
 if step_mb > 0:
     bw = med(probes)
+    # With N sessions a step reads the weights once for all of them (and the union of their
+    # experts): steps/s x one token's bytes is a lower bound of what a step reads.
     for side, xs in (("before", b), ("after", a)):
-        gbs = med([x[1] for x in xs]) * step_mb / 1000
-        print(f"\n{side}: decode reads {gbs:.1f} GB/s = {100 * gbs / bw:.0f}% of the probed {bw:.1f} GB/s", end="")
+        gbs = med([x[1] for x in xs]) / sessions * step_mb / 1000
+        at_least = "at least " if sessions > 1 else ""
+        print(f"\n{side}: decode reads {at_least}{gbs:.1f} GB/s = {100 * gbs / bw:.0f}% of the probed {bw:.1f} GB/s", end="")
     print()
 print(f"\nbandwidth probe per repetition (GB/s): {', '.join(f'{p:.1f}' for p in probes)}")
 PY
