@@ -337,6 +337,28 @@ void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
     EXPECT_EQ(got, ref60);
 }
 
+// The draft seam's outputs (hidden states, layer captures) stay on the process that computes
+// them: a pipeline refuses a call that asks for them before anything runs, and runs it without.
+TEST_F(DistPipeline, HiddenStateOutputsAreRefusedOverThePipeline) {
+    const uint16_t port = free_port();
+    auto w = worker("w", "3:output", port, {"-c", "256"});
+    auto pm = pipeline::open_model(model_, {.threads = 1}, coordinator_options("0:2", port));
+    auto seq = pm->new_sequence({.ctx = 256});
+    const std::vector<int32_t> ids = {1, 2, 3};
+    std::vector<float> hidden(static_cast<size_t>(pm->info().hidden_size)), logits(pm->info().n_vocab);
+    model::BatchItem it{seq.get(), ids, model::Logits::Last, logits.data(), model::Logits::Last, hidden.data()};
+    try {
+        pm->eval(model::Batch(&it, 1));
+        ADD_FAILURE() << "hidden states over a pipeline";
+    } catch (const Error& e) {
+        EXPECT_TRUE(contains(e.what(), "not available over a pipeline")) << e.what();
+    }
+    EXPECT_EQ(seq->pos(), 0);
+    it.hidden_want = model::Logits::None;
+    pm->eval(model::Batch(&it, 1));
+    EXPECT_EQ(seq->pos(), 3);
+}
+
 // Session states across the route (SNAPSHOT frames): the merged state of coordinator 0:1 and
 // workers 2:3, 4:output is byte for byte the state one process saves, and loading it (or one
 // process's) into a fresh pipeline sequence continues with the same logits.
