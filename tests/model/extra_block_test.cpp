@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "model/deepseek4/extra_block.h"
 #include "model/deepseek4/model.h"
+#include "support/tiny_model.h"
 #include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
@@ -23,13 +24,8 @@ namespace {
 // 6 layers (ratios 0,0,4,128,4,128; layers 0-2 hash-routed), window 16, indexer top-k 4.
 const std::string& tiny_model() {
     static test::TempDir dir;
-    static const std::string path = [] {
-        const std::string p = dir.file("tiny.gguf");
-        const auto r = test::run_command({test::binary("ds4-gguf-gen"), "-q", "-o", p, "--preset", "tiny",
-                                            "--indexer-heads", "16", "--seed", "5"});
-        EXPECT_EQ(r.exit_code, 0) << r.output;
-        return p;
-    }();
+    static const std::string path =
+        test::generate_model(dir, "tiny.gguf", {"--preset", "tiny", "--indexer-heads", "16", "--seed", "5"});
     return path;
 }
 
