@@ -276,7 +276,8 @@ class Drafter:
         sh1, sh3, sh2 = (self.st(s, "ffn_gate_shexp.weight"), self.st(s, "ffn_up_shexp.weight"),
                          self.st(s, "ffn_down_shexp.weight"))
         # Upstream runs a stage through the trunk's layer encoder with layer index s.
-        ce, cs = c.clamp_exp[s], c.clamp_shexp[s]
+        il = min(s, len(c.clamp_exp) - 1)
+        ce, cs = c.clamp_exp[il], c.clamp_shexp[min(il, len(c.clamp_shexp) - 1)]
 
         def swiglu(g, u, lim):
             g, u = np.minimum(g, lim), np.clip(u, -lim, lim)
