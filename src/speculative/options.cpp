@@ -20,11 +20,13 @@ void add_flags(CLI::App& app, SpecOptions& o, const std::string& group) {
                    "Tokens verified per decode step with --mtp: the pending token plus N-1 drafts "
                    "(1 = off; default 2, at most 16)")
         ->check(CLI::Range(1, 16))
+        ->type_name("N")
         ->group(group);
     app.add_option("--mtp-margin", o.mtp_margin,
                    "Greedy drafts stop at one whose top-1 minus top-2 logit is below F "
                    "(default 3; 0 = never)")
         ->check(CLI::NonNegativeNumber)
+        ->type_name("F")
         ->group(group);
 }
 

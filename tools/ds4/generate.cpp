@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "frontend/startup.h"
+#include "speculative/options.h"
 #include "tokenizer/tokenizer.h"
 #include "tokens.h"
 #include "turn.h"
@@ -38,6 +39,14 @@ int run_generate(const Options& o) {
 
     engine::Engine e(model, tok, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
     TurnOptions t;
+    const std::unique_ptr<speculative::Speculation> spec = speculative::Speculation::open(model, o.spec);
+    std::unique_ptr<engine::Drafter> drafter;
+    if (spec) {
+        std::fprintf(stderr, "ds4: speculative decoding: %s\n", spec->describe().c_str());
+        drafter = spec->new_drafter(o.sequence());
+        e.set_drafter(drafter.get());
+        t.max_draft = spec->max_draft();
+    }
     t.format = format.get();
     t.sampling = sampler_params(o);
     if (o.n_given) t.max_tokens = o.n_predict;

@@ -74,6 +74,8 @@ public:
         : o_(o), ctx_(o.ctx), thinking_(o.thinking), run_(frontend::start_model(o, {.tokenizer = true})) {
         format_ = chat::ChatFormat::from_gguf(run_.model->file(), *run_.tokenizer);
         identity_ = model::identity(*run_.model);
+        spec_ = speculative::Speculation::open(*run_.model, o.spec);
+        if (spec_) std::fprintf(stderr, "ds4: speculative decoding: %s\n", spec_->describe().c_str());
         restart(ctx_);
     }
 
@@ -104,6 +106,13 @@ private:
         engine_ = std::make_unique<engine::Engine>(
             *run_.model, *run_.tokenizer,
             model::SessionOptions{.ctx = ctx, .prefill_chunk = o_.prefill_chunk, .qat = o_.qat});
+        // The drafter mirrors the session: a new one with each (a /load restarts its window
+        // from the rows that follow).
+        drafter_.reset();
+        if (spec_) {
+            drafter_ = spec_->new_drafter({.ctx = ctx, .qat = o_.qat});
+            engine_->set_drafter(drafter_.get());
+        }
         transcript_.clear();
         if (thinking_ == chat::ThinkingMode::Max &&
             chat::effective_thinking(thinking_, ctx_) != chat::ThinkingMode::Max)
@@ -226,6 +235,7 @@ private:
         t.format = format_.get();
         t.sampling = sampler_params(o_);
         if (o_.n_given) t.max_tokens = o_.n_predict;
+        if (spec_) t.max_draft = spec_->max_draft();
         t.thinking = mode != chat::ThinkingMode::Off;
         t.cancel = &g_interrupt;
         t.progress = isatty(STDERR_FILENO) != 0;
@@ -262,6 +272,8 @@ private:
     chat::ThinkingMode thinking_;
     frontend::Started run_;  // the model, its tokenizer, --ssd-streaming / --expert-profile
     std::unique_ptr<chat::ChatFormat> format_;  // bound to *run_.tokenizer
+    std::unique_ptr<speculative::Speculation> spec_;  // --mtp
+    std::unique_ptr<engine::Drafter> drafter_;        // of engine_'s session
     std::unique_ptr<engine::Engine> engine_;
     std::vector<int32_t> transcript_;  // every token of the conversation so far
     kvcache::ModelId identity_{};      // model::identity, for /save and /load

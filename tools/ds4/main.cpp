@@ -63,6 +63,7 @@ ParseResult parse_options(int argc, char** argv) {
         app, o, {.eval_group = "Evaluation",
                  .prefill_help = "Prefill chunk size in tokens (default 512; 1 = token-by-token decode)"});
     streaming::add_flags(app, o.streaming, "SSD streaming");
+    speculative::add_flags(app, o.spec, "Speculative decoding");
     auto* prompt = app.add_option("-p,--prompt", o.prompt, "Prompt text (one-shot; without it: interactive chat)")->option_text("TEXT");
     auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
                             ->option_text("FILE");

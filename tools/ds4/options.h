@@ -8,6 +8,7 @@
 
 #include "chat/render.h"
 #include "frontend/model_options.h"
+#include "speculative/options.h"
 
 namespace ds4::cli {
 
@@ -16,6 +17,7 @@ enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate, Worker };
 // -m, -t, --ctx (default 4096), --prefill-chunk, --no-qat, --no-mmap, SSD streaming and the
 // pipeline roles come from ModelOptions; model_given is also set by a path after --inspect.
 struct Options : frontend::ModelOptions {
+    speculative::SpecOptions spec;  // --mtp, --mtp-draft, --mtp-margin
     Mode mode = Mode::None;
 
     // Evaluation (--token-ids): the ids are evaluated as they are (no BOS, no template).

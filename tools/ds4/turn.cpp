@@ -65,7 +65,8 @@ TurnResult run_turn(engine::Engine& e, const std::vector<int32_t>& transcript, c
     tokenizer::StreamDecoder decoder(e.tokenizer());
     Printer printer(isatty(STDOUT_FILENO) != 0);
     std::vector<chat::OutputEvent> events;
-    r.generation = e.generate({.sampling = o.sampling, .max_tokens = o.max_tokens, .cancel = o.cancel},
+    r.generation = e.generate({.sampling = o.sampling, .max_tokens = o.max_tokens, .cancel = o.cancel,
+                               .max_draft = o.max_draft},
                               [&](int32_t id) {
                                   r.emitted.push_back(id);
                                   events.clear();
@@ -73,6 +74,7 @@ TurnResult run_turn(engine::Engine& e, const std::vector<int32_t>& transcript, c
                                   printer.print(events);
                                   return true;
                               });
+    r.usage = e.usage();
     events.clear();
     parser->feed(decoder.flush(), events);
     parser->finish(events);
@@ -86,7 +88,13 @@ void print_speed(const TurnResult& r) {
     const double gen = r.generation.seconds > 0 && r.generation.emitted > 0
                            ? double(r.generation.emitted) / r.generation.seconds
                            : 0.0;
-    std::fprintf(stderr, "prefill: %.2f t/s, generation: %.2f t/s\n", pre, gen);
+    std::fprintf(stderr, "prefill: %.2f t/s, generation: %.2f t/s", pre, gen);
+    const engine::GeneratorUsage& u = r.usage;
+    if (u.drafted > 0)
+        std::fprintf(stderr, ", drafts: %lld of %lld accepted (%.0f%%), %.2f tokens per step", (long long)u.accepted,
+                     (long long)u.drafted, 100.0 * double(u.accepted) / double(u.drafted),
+                     u.steps > 0 ? double(u.emitted) / double(u.steps) : 0.0);
+    std::fputc('\n', stderr);
 }
 
 }  // namespace ds4::cli

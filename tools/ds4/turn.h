@@ -21,19 +21,21 @@ struct TurnOptions {
     bool thinking = true;                      // the prompt ends with <think>
     const std::atomic<bool>* cancel = nullptr; // Ctrl+C: stops the prefill or the generation
     bool progress = false;                     // show "prefill: done/total" on stderr
+    int max_draft = 0;                         // speculative drafts per step (the engine's drafter)
 };
 
 struct TurnResult {
     engine::SyncResult prefill;
     engine::GenerateResult generation;
     std::vector<int32_t> emitted;
+    engine::GeneratorUsage usage;              // drafts proposed and accepted
     bool prefill_done = false;  // false: cancelled during prefill, nothing was generated
 };
 
 // Throws ds4::Error (context exceeded, ...), leaving the engine consistent.
 TurnResult run_turn(engine::Engine& e, const std::vector<int32_t>& transcript, const TurnOptions& o);
 
-// "prefill: X t/s, generation: Y t/s" on stderr.
+// "prefill: X t/s, generation: Y t/s" on stderr (and the drafts, when there were any).
 void print_speed(const TurnResult& r);
 
 }  // namespace ds4::cli
