@@ -32,6 +32,10 @@ Scheduler::Scheduler(model::Model& model, const chat::ChatFormat& format, Schedu
         s.seq = model_.new_sequence(opt_.session.sequence());
         s.gen = std::make_unique<engine::Generator>(
             *s.seq, engine::GeneratorConfig{.n_vocab = model_.info().n_vocab, .eos = tok_.special().eos, .hidden_size = model_.info().hidden_size});
+        if (opt_.new_drafter) {
+            s.drafter = opt_.new_drafter(opt_.session.sequence());
+            s.gen->set_drafter(s.drafter.get());
+        }
     }
     running_.resize(slots_.size());
     metrics_.slots = int64_t(slots_.size());
@@ -165,7 +169,8 @@ void Scheduler::start(Slot& s) {
     s.gen->begin({.sampling = job.request.sampling,
                   .max_tokens = job.max_tokens,
                   .cancel = &job.channel->cancel,
-                  .forced = job.forced ? &*job.forced : nullptr});
+                  .forced = job.forced ? &*job.forced : nullptr,
+                  .max_draft = s.drafter ? opt_.max_draft : 0});
     const int64_t n = int64_t(job.prompt.size());
     s.usage = Usage{.prompt = n, .cached = kept, .written = n - kept};
     s.last_prompt = n;

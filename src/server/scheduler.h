@@ -30,6 +30,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -64,6 +65,11 @@ struct SchedulerOptions {
     int max_queue = 64;           // requests waiting beyond the free slots; more are refused
     model::SessionOptions session;  // ctx, prefill chunk, QAT, rewind slack of every slot
     KvDiskOptions kv;
+    // Speculative decoding (docs/SPECULATIVE.md): each slot gets a drafter mirroring its
+    // sequence, and every request verifies up to max_draft drafts per step inside the batched
+    // step (unset / 0: one token per step).
+    std::function<std::unique_ptr<engine::Drafter>(const model::SequenceOptions&)> new_drafter;
+    int max_draft = 0;
 };
 
 class Scheduler {
@@ -93,6 +99,7 @@ public:
 private:
     struct Slot {
         std::unique_ptr<model::Sequence> seq;
+        std::unique_ptr<engine::Drafter> drafter;  // mirrors seq (speculative decoding), or null
         std::unique_ptr<engine::Generator> gen;  // the generation state machine over seq
         uint64_t last_used = 0;         // step of the last request's end (LRU)
         int64_t last_prompt = 0;        // prompt length of the last request

@@ -16,6 +16,7 @@
 #include "frontend/startup.h"
 #include "model/model.h"
 #include "server/http_server.h"
+#include "speculative/options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -27,6 +28,7 @@ struct Options : ds4::frontend::ModelOptions {
     Options() { ctx = 32768; }
     long long rewind_slack = 4096;
     ds4::server::ServerOptions server;
+    ds4::speculative::SpecOptions spec;
     std::string force_output;
 };
 
@@ -67,6 +69,15 @@ int run(const Options& o) {
     ds4::server::ServerOptions server_options = o.server;
     server_options.scheduler.session = {.ctx = ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat,
                                         .rewind_slack = o.rewind_slack};
+    // Speculative decoding: one drafter per slot, over a head that outlives the server.
+    const std::unique_ptr<ds4::speculative::Speculation> spec = ds4::speculative::Speculation::open(model, o.spec);
+    if (spec) {
+        std::fprintf(stderr, "ds4-server: speculative decoding: %s\n", spec->describe().c_str());
+        server_options.scheduler.new_drafter = [s = spec.get()](const ds4::model::SequenceOptions& seq) {
+            return s->new_drafter(seq);
+        };
+        server_options.scheduler.max_draft = spec->max_draft();
+    }
     std::unique_ptr<ds4::server::ForcedOutputs> forced;
     if (!o.force_output.empty()) {
         forced = std::make_unique<ds4::server::ForcedOutputs>(o.force_output, tok);
@@ -216,6 +227,7 @@ int main(int argc, char** argv) {
                    "...aligned down to a multiple of N (default 2048)")
         ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
     ds4::streaming::add_flags(app, o.streaming, "SSD streaming");
+    ds4::speculative::add_flags(app, o.spec, "Speculative decoding");
     app.add_option("--test-force-output", o.force_output,
                    "TEST ONLY: JSON array of output texts; each request emits the next one "
                    "instead of sampling (docs/SERVER.md)")
