@@ -119,6 +119,10 @@ void Model::eval_block(const ExtraBlock& block, model::Batch b, float* X) {
     if (&block.trunk() != this) fail("eval_block: the block was bound to another model");
     block.check(b);
     std::lock_guard lock(mu_);
+    block_unlocked(block, b, X);
+}
+
+void Model::block_unlocked(const ExtraBlock& block, model::Batch b, float* X) {
     const Rows rows(b);
     const LayerContext ctx{cfg_, *this, pool(), *ws_, rows, block.experts(), block_state, /*trunk=*/false};
     attention_sublayer(ctx, block.weights(), X);

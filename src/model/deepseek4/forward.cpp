@@ -114,6 +114,15 @@ void Model::head_unlocked(model::Batch b, const float* X) {
         }
         r += n;
     }
+    head_rows(head_weights(), in, out);
+}
+
+HeadWeights Model::head_weights() const {
+    return {w_.output_hc_fn, w_.output_hc_base, w_.output_hc_scale, w_.output_norm, w_.output};
+}
+
+void Model::head_rows(const HeadWeights& h, std::span<const float* const> in, std::span<float* const> out) {
+    const int64_t D = cfg_.n_embd, HC = cfg_.hc;
     const int64_t k = int64_t(in.size());
     if (k == 0) return;
     ScratchArena& scratch = ws_->arena;
@@ -122,19 +131,18 @@ void Model::head_unlocked(model::Batch b, const float* X) {
     float* m = scratch.take(k * HC);
     float* yn = scratch.take(k * D);
     for_tokens(pool(), k, [&](int64_t t) { ops::rms_norm(in[size_t(t)], HC * D, nullptr, cfg_.norm_eps, zn + t * HC * D); });
-    ops::matmul(w_.output_hc_fn, zn, k, m, pool());
+    ops::matmul(h.hc_fn, zn, k, m, pool());
     for_tokens(pool(), k, [&](int64_t t) {
-        const std::vector<float> a =
-            ops::hc_head_weights(m + t * HC, w_.output_hc_scale[0], w_.output_hc_base, int(HC), cfg_.hc_eps);
+        const std::vector<float> a = ops::hc_head_weights(m + t * HC, h.hc_scale[0], h.hc_base, int(HC), cfg_.hc_eps);
         std::vector<float> y(static_cast<size_t>(D));
         ops::hc_weighted_sum(in[size_t(t)], a.data(), int(HC), D, y.data());
-        ops::rms_norm(y.data(), D, w_.output_norm, cfg_.norm_eps, yn + t * D);
+        ops::rms_norm(y.data(), D, h.norm, cfg_.norm_eps, yn + t * D);
     });
     ops::Activations& act = ws_->head_in;
-    act.set(yn, k, D, quant::dot_type(w_.output.type), &pool());
+    act.set(yn, k, D, quant::dot_type(h.output.type), &pool());
     std::vector<const void*> act_rows(static_cast<size_t>(k));
     for (int64_t t = 0; t < k; ++t) act_rows[size_t(t)] = act.row(t);
-    const ops::MatmulJob job{w_.output, act_rows.data(), out.data(), k};
+    const ops::MatmulJob job{h.output, act_rows.data(), out.data(), k};
     ops::matmul_jobs(&job, 1, pool());
 }
 

@@ -229,6 +229,14 @@ void validate_layer_tensors(const gguf::File& f, const ModelConfig& cfg, const s
             check_tensor(f, cfg, *t, unused_probs_b(cfg, t->name, layer));
 }
 
+void validate_tensor(const gguf::File& f, const ModelConfig& cfg, const TensorSpec& s) {
+    const gguf::TensorInfo* t = f.find_tensor(s.name);
+    if (!t)
+        fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, shape_str(s.ne),
+             tensor_class_name(s.cls));
+    check_tensor(f, cfg, *t, s);
+}
+
 bool in_range(const TensorSpec& s, const model::LayerRange& range) {
     if (s.layer >= 0) return range.contains(uint32_t(s.layer));
     return s.cls == TensorClass::Embd ? range.embedding() : range.output;

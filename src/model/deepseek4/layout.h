@@ -112,6 +112,9 @@ inline void validate_tensors(const gguf::File& f, const ModelConfig& cfg) {
 // the file and the tensor.
 void validate_layer_tensors(const gguf::File& f, const ModelConfig& cfg, const std::string& prefix, LayerKind kind,
                             int layer);
+// Checks one tensor of `f` against a spec (present, shape, type as validate_tensors checks a
+// layout's): for tensors outside the trunk's layout, e.g. an MTP head's projections.
+void validate_tensor(const gguf::File& f, const ModelConfig& cfg, const TensorSpec& s);
 // Whether a tensor of the layout belongs to a range (its layer, or the embedding / the head).
 bool in_range(const TensorSpec& s, const model::LayerRange& range);
 

@@ -29,6 +29,18 @@ struct Workspace;
 namespace ds4::deepseek4 {
 
 class ExtraBlock;
+class MtpHead;
+
+// An output head (§3.6): the HC streams weighted into one (hc_fn/base/scale), the final norm,
+// the vocabulary projection. The trunk's comes from the output_* tensors; an MTP head brings
+// its own HC weights and norm and shares the projection.
+struct HeadWeights {
+    ops::Matrix hc_fn;                 // [hc, hc*n_embd]
+    const float* hc_base = nullptr;    // [hc]
+    const float* hc_scale = nullptr;   // [1]
+    const float* norm = nullptr;       // [n_embd]
+    ops::Matrix output;                // [n_vocab, n_embd]
+};
 
 class Model final : public model::Model {
 public:
@@ -72,8 +84,11 @@ public:
     // Runs an extra block bound to this model (extra_block.h: ExtraBlock::eval) with this
     // model's lock, pool and workspace.
     void eval_block(const ExtraBlock& block, model::Batch b, float* X);
+    // The trunk's output head (the range must end with it).
+    HeadWeights head_weights() const;
 
 private:
+    friend class MtpHead;  // runs its projections, block and head under this model's lock
     explicit Model(int threads);
     // Checks a batch before anything changes: sequences of this model, each once, token ids
     // in the vocabulary, room in every context. `advancing`: rows will be appended.
@@ -81,6 +96,9 @@ private:
     void embed_unlocked(model::Batch b, float* hidden);
     void layers_unlocked(model::Batch b, float* hidden);
     void head_unlocked(model::Batch b, const float* hidden);
+    void block_unlocked(const ExtraBlock& block, model::Batch b, float* X);
+    // logits out[t] of the HC state rows in[t] through head h.
+    void head_rows(const HeadWeights& h, std::span<const float* const> in, std::span<float* const> out);
 
     std::unique_ptr<gguf::File> file_;
     ModelConfig cfg_;
