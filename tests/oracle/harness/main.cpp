@@ -4,8 +4,8 @@
 // docs/ORACLE_HARNESS.md.
 //
 // --mode mtp: the MTP head of a model with one (llama.cpp's layout: blk.<L>.nextn.*, loaded with
-// load_mtp). The trunk runs over the tokens with llama_set_embeddings_nextn to give its final
-// hidden state h_p ([hc*n_embd] floats) at every position; then an LLAMA_CONTEXT_TYPE_MTP context
+// load_mtp). The trunk runs over the tokens once; the output of its last layer (captured by the
+// eval callback) is its final hidden state h_p ([hc*n_embd] floats) at every position; then an LLAMA_CONTEXT_TYPE_MTP context
 // runs the rows (x_p, h_{p-1}) at position p, h_{-1} = 0, in chunks of --chunk (default 32),
 // and --out gets their logits [n_tokens][n_vocab] (row p predicts x_{p+1}); --dump-hidden FILE
 // also writes the trunk's h rows [n_tokens][hc*n_embd].
@@ -30,8 +30,8 @@
 
 #include "capture.h"
 #include "ggml-backend.h"
+#include "ggml.h"
 #include "llama.h"
-#include "llama-ext.h"  // staging API: llama_set_embeddings_nextn / llama_get_embeddings_nextn
 
 namespace {
 
@@ -221,12 +221,45 @@ BatchPtr batch_guard(llama_batch* b) {
     return BatchPtr(b, [](llama_batch* x) { llama_batch_free(*x); });
 }
 
+// The output of the trunk's last layer ("l_last-<L-1>" in llama.cpp's graph), read by the eval
+// callback while the graph runs. llama_get_embeddings_nextn (unmasked) is not used: its tensor
+// is a view whose buffer the scheduler reuses for later nodes, so some or all of its rows are
+// overwritten by the time they are copied out (seen with this build: rows 16 and 256 of 320
+// with one output row, every row with all rows as outputs).
+struct HiddenCapture {
+    std::string name;
+    size_t width = 0;
+    std::vector<float> rows;
+    int times = 0;
+    std::string error;
+
+    static bool callback(ggml_tensor* t, bool ask, void* user_data) {
+        auto* c = static_cast<HiddenCapture*>(user_data);
+        if (c->name != ggml_get_name(t)) return !ask;
+        if (ask) return true;
+        if (t->type != GGML_TYPE_F32 || !ggml_is_contiguous(t) ||
+            static_cast<size_t>(ggml_nelements(t)) != c->rows.size()) {
+            c->error = fmt::format("{}: type {}, {} values, expected {} contiguous f32", c->name,
+                                   ggml_type_name(t->type), ggml_nelements(t), c->rows.size());
+            return false;
+        }
+        ggml_backend_tensor_get(t, c->rows.data(), 0, ggml_nbytes(t));
+        ++c->times;
+        return true;
+    }
+};
+
 // The trunk over all tokens in one batch: its final hidden states [n_tokens][n_embd_out].
 std::vector<float> trunk_hidden(const Options& o, llama_model* model, const std::vector<llama_token>& tokens) {
     const int n_tokens = static_cast<int>(tokens.size());
-    const size_t width = static_cast<size_t>(llama_model_n_embd_out(model));
-    ContextPtr ctx = new_context(o, model, context_params(o, n_tokens, n_tokens), n_tokens);
-    llama_set_embeddings_nextn(ctx.get(), true, /*masked=*/false);  // a row for every token
+    HiddenCapture cap;
+    cap.name = fmt::format("l_last-{}", llama_model_n_layer(model) - 1);
+    cap.width = static_cast<size_t>(llama_model_n_embd_out(model));
+    cap.rows.assign(static_cast<size_t>(n_tokens) * cap.width, 0.0f);
+    llama_context_params cp = context_params(o, n_tokens, n_tokens);
+    cp.cb_eval = &HiddenCapture::callback;
+    cp.cb_eval_user_data = &cap;
+    ContextPtr ctx = new_context(o, model, cp, n_tokens);
     llama_batch batch = llama_batch_init(n_tokens, 0, 1);
     BatchPtr guard = batch_guard(&batch);
     batch.n_tokens = n_tokens;
@@ -237,10 +270,11 @@ std::vector<float> trunk_hidden(const Options& o, llama_model* model, const std:
         batch.seq_id[i][0] = 0;
         batch.logits[i] = i == n_tokens - 1;
     }
-    if (const int rc = llama_decode(ctx.get(), batch); rc != 0) fail(fmt::format("trunk llama_decode failed with {}", rc));
-    const float* h = llama_get_embeddings_nextn(ctx.get());
-    if (h == nullptr) fail("the trunk gave no nextn hidden states");
-    return std::vector<float>(h, h + static_cast<size_t>(n_tokens) * width);
+    const int rc = llama_decode(ctx.get(), batch);
+    if (!cap.error.empty()) fail("hidden capture: " + cap.error);
+    if (rc != 0) fail(fmt::format("trunk llama_decode failed with {}", rc));
+    if (cap.times != 1) fail(fmt::format("hidden capture: {} seen {} times, expected once", cap.name, cap.times));
+    return cap.rows;
 }
 
 int run_mtp(const Options& o) {
