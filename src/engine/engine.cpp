@@ -21,10 +21,10 @@ bool cancelled(const std::atomic<bool>* c) { return c && c->load(std::memory_ord
 
 Engine::Engine(model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt)
     : model_(model), tok_(tok), session_(model, opt),
-      gen_(session_.sequence(), {.n_vocab = model.info().n_vocab, .eos = tok.special().eos}) {}
+      gen_(session_.sequence(), {.n_vocab = model.info().n_vocab, .eos = tok.special().eos, .hidden_size = model.info().hidden_size}) {}
 
 void Engine::eval(const Generator::Rows& rows) {
-    const model::BatchItem item{&session_.sequence(), rows.tokens, rows.want, rows.logits};
+    const model::BatchItem item = rows.item(&session_.sequence());
     model_.eval(model::Batch(&item, 1));
     gen_.evaluated();
 }

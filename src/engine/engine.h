@@ -63,6 +63,9 @@ public:
     GenerateResult generate(const GenerateOptions& opt, const std::function<bool(int32_t)>& on_token);
     // What the last sync() and generate() did (drafted and accepted tokens included).
     const GeneratorUsage& usage() const { return gen_.usage(); }
+    // The speculative drafter mirroring the session (Generator::set_drafter); requests use it
+    // when GenerateOptions::max_draft > 0.
+    void set_drafter(Drafter* d) { gen_.set_drafter(d); }
 
     // The positions the session holds, and its context size.
     int64_t pos() const { return session_.pos(); }

@@ -1,6 +1,7 @@
 #include "engine/generator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "common/error.h"
@@ -67,15 +68,21 @@ Generator::Rows Generator::next(int64_t max_prompt, int64_t limit) {
             out_.want = model::Logits::Last;
             out_.logits = logits_.data();
         }
+        if (drafter_) {
+            const int64_t from = needs_.tail > 0 ? std::max(pos, n - needs_.tail) : pos;
+            if (from < end) ask_draft_outputs(from - pos, end - from);
+        }
         last_decode_ = false;
     } else if (pending_ >= 0) {
         rows_.assign(1, pending_);
-        const std::vector<int32_t> d = drafts(pending_);
-        rows_.insert(rows_.end(), d.begin(), d.end());
+        Draft d = drafts(pending_);
+        rows_.insert(rows_.end(), d.tokens.begin(), d.tokens.end());
+        draft_probs_ = std::move(d.probs);
         logits_.resize(rows_.size() * size_t(V));
         out_.tokens = rows_;
         out_.want = rows_.size() == 1 ? model::Logits::Last : model::Logits::All;
         out_.logits = logits_.data();
+        if (drafter_) ask_draft_outputs(0, int64_t(rows_.size()));
         base_ = pos;
         last_decode_ = true;
     } else {
@@ -85,8 +92,35 @@ Generator::Rows Generator::next(int64_t max_prompt, int64_t limit) {
     return out_;
 }
 
-std::vector<int32_t> Generator::drafts(int32_t next) const {
-    if (!opt_.drafter || opt_.max_draft <= 0) return {};
+// The drafter's outputs of rows from..from+rows-1 of the rows in flight.
+void Generator::ask_draft_outputs(int64_t from, int64_t rows) {
+    out_.hidden_from = from;
+    const size_t H = size_t(cfg_.hidden_size);
+    if (needs_.hidden) {
+        hidden_.resize(size_t(rows) * H);
+        out_.hidden_want = model::Logits::All;
+        out_.hidden = hidden_.data();
+    }
+    if (!needs_.capture.empty()) {
+        captured_.resize(needs_.capture.size() * size_t(rows) * H);
+        out_.capture = needs_.capture;
+        out_.captured = captured_.data();
+    }
+}
+
+// Tells the drafter the sequence holds `tokens` (the first `keep` of `rows` rows whose outputs
+// were asked for) from position pos on.
+void Generator::commit_draft_outputs(int64_t pos, std::span<const int32_t> tokens, int64_t rows, int64_t keep) {
+    const size_t H = size_t(cfg_.hidden_size), kept = size_t(keep) * H;
+    // Captures are [layer][rows][H]: close the gaps the rejected rows leave.
+    for (size_t c = 1; c < needs_.capture.size() && keep < rows; ++c)
+        std::memmove(captured_.data() + c * kept, captured_.data() + c * size_t(rows) * H, kept * sizeof(float));
+    drafter_->commit(pos, tokens.first(size_t(keep)), needs_.hidden ? hidden_.data() : nullptr,
+                         needs_.capture.empty() ? nullptr : captured_.data());
+}
+
+Draft Generator::drafts(int32_t next) const {
+    if (!drafter_ || opt_.max_draft <= 0) return {};
     const int64_t pos = seq_.pos();
     // Rows at pos .. pos + k must fit the context, a rejection must be an O(1) rewind, and no
     // more drafts than the limit leaves room for: each accepted draft lets one more token out.
@@ -95,13 +129,20 @@ std::vector<int32_t> Generator::drafts(int32_t next) const {
     k = std::min(k, seq_.options().rewind_slack);
     if (opt_.max_tokens != INT64_MAX) k = std::min(k, opt_.max_tokens - usage_.emitted - 1);
     if (k <= 0) return {};
-    std::vector<int32_t> d = opt_.drafter->propose(seq_.tokens(), next, int(k));
-    if (int64_t(d.size()) > k) d.resize(size_t(k));
-    for (size_t i = 0; i < d.size(); ++i)
-        if (d[i] < 0 || d[i] >= cfg_.n_vocab) {
-            d.resize(i);  // a drafter's bad id ends its proposal
+    Draft d = drafter_->propose(seq_.tokens(), next, int(k));
+    if (int64_t(d.tokens.size()) > k) d.tokens.resize(size_t(k));
+    for (size_t i = 0; i < d.tokens.size(); ++i)
+        if (d.tokens[i] < 0 || d.tokens[i] >= cfg_.n_vocab) {
+            d.tokens.resize(i);  // a drafter's bad id ends its proposal
             break;
         }
+    if (!d.probs.empty()) {
+        // A distribution per kept token, or none at all (then the tokens are point masses).
+        const size_t want = d.tokens.size() * size_t(cfg_.n_vocab);
+        if (d.probs.size() < want) fail("drafter: {} probabilities for {} drafts of a vocabulary of {}",
+                                         d.probs.size(), d.tokens.size(), cfg_.n_vocab);
+        d.probs.resize(want);
+    }
     return d;
 }
 
@@ -110,6 +151,10 @@ void Generator::evaluated() {
     in_flight_ = false;
     if (!last_decode_) {
         usage_.evaluated += int64_t(out_.tokens.size());
+        if (out_.hidden || out_.captured) {
+            const int64_t rows = int64_t(out_.tokens.size()) - out_.hidden_from;
+            commit_draft_outputs(seq_.pos() - rows, out_.tokens.subspan(size_t(out_.hidden_from)), rows, rows);
+        }
         if (out_.want != model::Logits::None) {
             logits_rows_ = 1;
             logits_pos_ = seq_.pos();
@@ -127,9 +172,19 @@ void Generator::begin(const GenerateOptions& opt) {
     if (in_flight_ || unverified_) fail("generator: begin() in the middle of a step");
     opt_ = opt;
     sampler_.emplace(opt.sampling);
+    if (drafter_) drafter_->begin(opt.sampling);
     forced_at_ = 0;
     pending_ = -1;
     usage_.emitted = usage_.drafted = usage_.accepted = usage_.steps = 0;
+}
+
+void Generator::set_drafter(Drafter* d) {
+    if (in_flight_) fail("generator: set_drafter() while rows are being evaluated");
+    const DraftNeeds needs = d ? d->needs() : DraftNeeds{};
+    if ((needs.hidden || !needs.capture.empty()) && cfg_.hidden_size <= 0)
+        fail("generator: the drafter reads hidden states but the generator was not told their size");
+    drafter_ = d;
+    needs_ = needs;
 }
 
 void Generator::choose(int32_t id) {
@@ -186,12 +241,37 @@ int32_t Generator::pick(std::span<const float> row, std::optional<StopReason>& s
         }
         return (*opt_.forced)[forced_at_++];
     }
+    ban(row);
+    return sampler_->sample(row);
+}
+
+void Generator::ban(std::span<const float> row) const {
     if (opt_.ban_eos && cfg_.eos >= 0) {
         // Only the benchmarks ask for it; the row is not needed afterwards.
         float* p = const_cast<float*>(row.data());
         p[cfg_.eos] = -std::numeric_limits<float>::infinity();
     }
-    return sampler_->sample(row);
+}
+
+// Row j's token when draft j+1 came with the distribution q it was drawn from: the draft with
+// probability min(1, p(d)/q(d)), else a draw from the residual norm(max(0, p - q)).
+int32_t Generator::verify_sample(int64_t j, std::optional<StopReason>& stop) {
+    if (opt_.forced || sampler_->params().temperature <= 0) return pick(row_logits(j), stop);
+    const int64_t V = cfg_.n_vocab;
+    ban(row_logits(j));
+    std::vector<sampling::Candidate> p = sampler_->candidates(row_logits(j));
+    const int32_t d = rows_[size_t(j + 1)];
+    const float* q = draft_probs_.data() + j * V;
+    double pd = 0;
+    for (const auto& c : p)
+        if (c.id == d) pd = c.p;
+    if (q[d] > 0 && sampler_->uniform() * double(q[d]) < pd) return d;
+    double sum = 0;
+    for (auto& c : p) sum += c.p = std::max(0.0f, c.p - q[c.id]);
+    std::erase_if(p, [](const sampling::Candidate& c) { return c.p <= 0; });
+    if (p.empty() || sum <= 0) return sampler_->draw(sampler_->candidates(row_logits(j)));
+    for (auto& c : p) c.p = float(c.p / sum);
+    return sampler_->draw(p);
 }
 
 // Rows 0..j of the last step are accepted: the sequence keeps them (and row j's logits stay
@@ -209,13 +289,14 @@ std::optional<StopReason> Generator::advance(const std::function<bool(int32_t)>&
     // The row the next sample comes from: the last one when logits came from a prompt piece or
     // a loaded state, row 0 of a generation step being verified.
     int64_t j = verifying ? 0 : seq_.pos() - logits_pos_;
-    const int64_t ctx = seq_.options().ctx, V = cfg_.n_vocab;
+    const int64_t ctx = seq_.options().ctx;
     pending_ = -1;
     std::optional<StopReason> stop;
     for (;;) {
         if (usage_.emitted >= opt_.max_tokens) { stop = StopReason::Length; break; }
         if (cancelled()) { stop = StopReason::Cancelled; break; }
-        const int32_t id = pick(std::span<const float>(logits_.data() + j * V, size_t(V)), stop);
+        const bool speculative = verifying && j + 1 < logits_rows_ && !draft_probs_.empty();
+        const int32_t id = speculative ? verify_sample(j, stop) : pick(row_logits(j), stop);
         if (stop) break;
         if (id == cfg_.eos) { stop = StopReason::Eos; break; }
         ++usage_.emitted;
@@ -232,6 +313,8 @@ std::optional<StopReason> Generator::advance(const std::function<bool(int32_t)>&
         break;
     }
     settle(j);
+    if (verifying && drafter_)
+        commit_draft_outputs(logits_pos_ - 1, rows_, int64_t(rows_.size()), j + 1);  // rows 0..j kept
     return stop;
 }
 

@@ -49,14 +49,42 @@ enum class StopReason {
 };
 const char* to_string(StopReason r);
 
+// What a drafter reads of the target's evaluation of the rows a sequence commits: their final
+// hidden states (model::BatchItem::hidden) and the outputs of chosen layers (::capture); of a
+// prompt only its last `tail` rows (0: all of them).
+struct DraftNeeds {
+    bool hidden = false;
+    std::vector<uint32_t> capture;
+    int64_t tail = 0;
+};
+
+struct Draft {
+    std::vector<int32_t> tokens;
+    // Empty: each token is the drafter's pick (a point mass). Otherwise [tokens.size()][n_vocab]:
+    // the distribution q each token was drawn from; at temperature > 0 verification accepts a
+    // draft d with probability min(1, p(d)/q(d)) and otherwise draws from norm(max(0, p - q))
+    // (exact speculative sampling: the output keeps the target's distribution p).
+    std::vector<float> probs;
+};
+
 // Proposes the tokens likely to follow a sequence (speculative decoding's draft source: MTP,
 // DSpark, n-gram lookup, or a test's oracle).
 class Drafter {
 public:
     virtual ~Drafter() = default;
+    virtual DraftNeeds needs() const { return {}; }
+    // A request's sampling settings, before its first proposal (a drafter may draw its tokens
+    // from its own distribution at the same temperature).
+    virtual void begin(const sampling::SamplerParams&) {}
+    // The sequence holds `tokens` at positions pos .. pos+n-1 from now on (whatever the
+    // drafter knew at or after pos is gone: a rewind, a rejected draft, a new prompt), with
+    // their hidden states [n][hidden_size] and captures [capture.size()][n][hidden_size] when
+    // needs() asks for them (else null). Called once per prompt piece and per generation step.
+    virtual void commit(int64_t /*pos*/, std::span<const int32_t> /*tokens*/, const float* /*hidden*/,
+                        const float* /*captured*/) {}
     // At most `max` tokens expected after `history` (the tokens the sequence holds) and `next`
     // (the token about to be evaluated after them).
-    virtual std::vector<int32_t> propose(std::span<const int32_t> history, int32_t next, int max) = 0;
+    virtual Draft propose(std::span<const int32_t> history, int32_t next, int max) = 0;
 };
 
 struct GenerateOptions {
@@ -68,15 +96,15 @@ struct GenerateOptions {
     const std::vector<int32_t>* forced = nullptr;
     // EOS is never sampled (its logit is ignored): benchmarks that must run a fixed length.
     bool ban_eos = false;
-    // Speculative verification: up to max_draft tokens proposed by `drafter` per step
-    // (0 or no drafter: one token per step).
-    Drafter* drafter = nullptr;
+    // Speculative verification: up to max_draft tokens proposed per step by the generator's
+    // drafter (set_drafter; 0 or none: one token per step).
     int max_draft = 0;
 };
 
 struct GeneratorConfig {
     int64_t n_vocab = 0;
     int32_t eos = -1;
+    int64_t hidden_size = 0;  // model::ModelInfo::hidden_size: needed by drafters that read it
 };
 
 // What a generator has done since set_prompt() / begin().
@@ -112,6 +140,17 @@ public:
         std::span<const int32_t> tokens;
         model::Logits want = model::Logits::None;
         float* logits = nullptr;  // [rows of want][n_vocab], owned by the generator
+        // What the drafter reads (DraftNeeds), buffers owned by the generator.
+        model::Logits hidden_want = model::Logits::None;
+        float* hidden = nullptr;
+        int64_t hidden_from = 0;
+        std::span<const uint32_t> capture = {};
+        float* captured = nullptr;
+
+        // The batch item that evaluates these rows of `seq`.
+        model::BatchItem item(model::Sequence* seq) const {
+            return {seq, tokens, want, logits, hidden_want, hidden, capture, captured, hidden_from};
+        }
     };
     Rows next(int64_t max_prompt, int64_t limit = INT64_MAX);
     // The driver evaluated the rows of the last next() (the sequence holds them now).
@@ -119,6 +158,11 @@ public:
 
     // A new request on the held prompt: fresh sampler, counts and stop rules.
     void begin(const GenerateOptions& opt);
+    // The drafter that mirrors this sequence (nullptr: none): it is told every row the
+    // sequence commits from now on (Drafter::commit), and proposes drafts when a request
+    // asks for them (GenerateOptions::max_draft). Not between next() and evaluated().
+    void set_drafter(Drafter* d);
+    Drafter* drafter() const { return drafter_; }
     // The caller's choice of the next token instead of a sample (counted as emitted, not
     // reported): the bench's distinct first tokens, a forced reply prefix.
     void choose(int32_t id);
@@ -151,7 +195,14 @@ private:
     std::optional<StopReason> verify(const std::function<bool(int32_t)>& on_token);
     int32_t pick(std::span<const float> logits, std::optional<StopReason>& stop);
     void settle(int64_t keep_rows);
-    std::vector<int32_t> drafts(int32_t next) const;
+    Draft drafts(int32_t next) const;
+    void ask_draft_outputs(int64_t from, int64_t rows);
+    void commit_draft_outputs(int64_t pos, std::span<const int32_t> tokens, int64_t rows, int64_t keep);
+    int32_t verify_sample(int64_t j, std::optional<StopReason>& stop);
+    void ban(std::span<const float> row) const;
+    std::span<const float> row_logits(int64_t j) const {
+        return std::span<const float>(logits_).subspan(size_t(j * cfg_.n_vocab), size_t(cfg_.n_vocab));
+    }
 
     model::Sequence& seq_;
     GeneratorConfig cfg_;
@@ -163,6 +214,10 @@ private:
 
     // Rows handed out by next() and not yet evaluated() (tokens point into rows_ or prompt_).
     std::vector<int32_t> rows_;  // generation: pending, then drafts
+    std::vector<float> draft_probs_;  // Draft::probs of the drafts in rows_ (empty: point masses)
+    Drafter* drafter_ = nullptr;
+    DraftNeeds needs_;                // of drafter_
+    std::vector<float> hidden_, captured_;  // the drafter's outputs of the rows in flight
     Rows out_{};
     bool in_flight_ = false;
     bool unverified_ = false;    // a generation step was evaluated and advance() not yet run

@@ -109,7 +109,9 @@ enum class Logits { None, Last, All };
 // eval() also writes the rows' final hidden states (after the range's last layer, before the
 // head) to `hidden`, [1 or n][info().hidden_size]; with a non-empty `capture`, eval() and
 // eval_layers() write the output of each listed layer (of the model's range, ascending) for
-// every row to `captured`, [capture.size()][n][hidden_size]. Neither changes any result.
+// every row to `captured`, [capture.size()][n][hidden_size]. Neither changes any result. With
+// hidden_from = f > 0, both cover only the item's rows f..n-1 (All: [n-f][hidden_size]; a
+// drafter that reads the end of a long prompt).
 struct BatchItem {
     Sequence* seq = nullptr;
     std::span<const int32_t> tokens = {};
@@ -119,6 +121,7 @@ struct BatchItem {
     float* hidden = nullptr;
     std::span<const uint32_t> capture = {};
     float* captured = nullptr;
+    int64_t hidden_from = 0;
 };
 // The rows of a call: items in order, each item's tokens in order. A sequence appears at most
 // once per call.

@@ -84,7 +84,11 @@ std::vector<Candidate> Sampler::candidates(std::span<const float> logits) const 
 
 int32_t Sampler::sample(std::span<const float> logits) {
     if (params_.temperature <= 0) return argmax(logits);
-    const std::vector<Candidate> c = candidates(logits);
+    return draw(candidates(logits));
+}
+
+int32_t Sampler::draw(std::span<const Candidate> c) {
+    if (c.empty()) fail("sampling: nothing to draw from");
     const double u = rng_.uniform();
     double acc = 0;
     for (const auto& cand : c) {

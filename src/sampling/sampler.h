@@ -49,6 +49,12 @@ public:
     // The candidates sample() would draw from, most probable first (for tests and logprobs).
     std::vector<Candidate> candidates(std::span<const float> logits) const;
 
+    // One id drawn from `dist` with this sampler's stream (probabilities summing to about 1; the
+    // last candidate absorbs rounding), and a bare uniform draw in [0, 1): speculative
+    // sampling's acceptance test and residual draw.
+    int32_t draw(std::span<const Candidate> dist);
+    double uniform() { return rng_.uniform(); }
+
     const SamplerParams& params() const { return params_; }
     void reseed(uint64_t seed) { rng_.reseed(seed); }
 

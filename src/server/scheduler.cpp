@@ -31,7 +31,7 @@ Scheduler::Scheduler(model::Model& model, const chat::ChatFormat& format, Schedu
     for (auto& s : slots_) {
         s.seq = model_.new_sequence(opt_.session.sequence());
         s.gen = std::make_unique<engine::Generator>(
-            *s.seq, engine::GeneratorConfig{.n_vocab = model_.info().n_vocab, .eos = tok_.special().eos});
+            *s.seq, engine::GeneratorConfig{.n_vocab = model_.info().n_vocab, .eos = tok_.special().eos, .hidden_size = model_.info().hidden_size});
     }
     running_.resize(slots_.size());
     metrics_.slots = int64_t(slots_.size());
@@ -338,7 +338,7 @@ bool Scheduler::step() {
         if (!s.job) continue;
         const engine::Generator::Rows rows = rows_for(s, decoding);
         if (rows.tokens.empty()) continue;
-        items.push_back({s.seq.get(), rows.tokens, rows.want, rows.logits});
+        items.push_back(rows.item(s.seq.get()));
         owners.push_back(&s);
     }
     if (items.empty()) return false;

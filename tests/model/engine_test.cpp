@@ -120,14 +120,15 @@ class RecordedDrafter : public Drafter {
 public:
     RecordedDrafter(std::vector<int32_t> transcript, int wrong_every, int32_t n_vocab)
         : t_(std::move(transcript)), wrong_every_(wrong_every), n_vocab_(n_vocab) {}
-    std::vector<int32_t> propose(std::span<const int32_t> history, int32_t, int max) override {
-        std::vector<int32_t> out;
+    Draft propose(std::span<const int32_t> history, int32_t, int max) override {
+        Draft d;
+        std::vector<int32_t>& out = d.tokens;
         for (size_t at = history.size() + 1; at < t_.size() && int(out.size()) < max; ++at) {
             int32_t id = t_[at];
             if (wrong_every_ > 0 && ++n_ % wrong_every_ == 0) id = (id + 1) % n_vocab_;
             out.push_back(id);
         }
-        return out;
+        return d;
     }
 
 private:
@@ -154,9 +155,9 @@ TEST_F(EngineTest, VerifiedDraftsGiveThePlainGreedyOutput) {
         SCOPED_TRACE(wrong_every);
         RecordedDrafter d(transcript, wrong_every, int32_t(model_->config().n_vocab));
         GenerateOptions o = greedy;
-        o.drafter = &d;
         o.max_draft = 4;
         Engine e = make();
+        e.set_drafter(&d);
         e.sync(prompt);
         std::vector<int32_t> got;
         const auto r = e.generate(o, [&](int32_t id) { got.push_back(id); return true; });

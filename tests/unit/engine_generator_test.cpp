@@ -81,11 +81,12 @@ public:
 class ScriptedDrafter : public Drafter {
 public:
     ScriptedDrafter(int len, int wrong_at, int64_t eos_after) : len_(len), wrong_at_(wrong_at), eos_after_(eos_after) {}
-    std::vector<int32_t> propose(std::span<const int32_t> history, int32_t next, int max) override {
+    Draft propose(std::span<const int32_t> history, int32_t next, int max) override {
         ++calls;
         std::vector<int32_t> h(history.begin(), history.end());
         h.push_back(next);
-        std::vector<int32_t> out;
+        Draft d;
+        std::vector<int32_t>& out = d.tokens;
         std::vector<float> l(kVocab);
         for (int i = 0; i < std::min(len_, max); ++i) {
             fake_logits(h, l.data(), eos_after_);
@@ -96,7 +97,7 @@ public:
             out.push_back(best);
             h.push_back(best);
         }
-        return out;
+        return d;
     }
     int calls = 0;
 
@@ -115,6 +116,7 @@ struct Outcome {
 
 struct RunOptions {
     GenerateOptions gen;
+    Drafter* drafter = nullptr;
     int64_t ctx = 256;
     int64_t eos_after = -1;      // history length at which EOS becomes the certain next token
     int64_t stop_after = -1;     // on_token returns false for the n-th token (1-based)
@@ -126,6 +128,7 @@ const std::vector<int32_t> kPrompt = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32};
 Outcome run(RunOptions o, const std::vector<int32_t>& prompt = kPrompt) {
     FakeSequence seq({.ctx = o.ctx, .qat = false, .rewind_slack = 32});
     Generator g(seq, {.n_vocab = kVocab, .eos = kEos});
+    g.set_drafter(o.drafter);
     Outcome r;
     EXPECT_EQ(g.set_prompt(prompt), 0);
     while (!g.ready()) seq.eval(g.next(o.prefill_chunk), o.eos_after), g.evaluated();
@@ -183,7 +186,7 @@ TEST(Generator, GreedyWithoutDraftsOneTokenPerStep) {
 TEST(Generator, RightDraftsAreAcceptedSeveralTokensPerStep) {
     const Outcome plain = run({.gen = {.sampling = {.temperature = 0}, .max_tokens = 40}});
     ScriptedDrafter d(4, -1, -1);
-    const Outcome spec = run({.gen = {.sampling = {.temperature = 0}, .max_tokens = 40, .drafter = &d, .max_draft = 4}});
+    const Outcome spec = run({.gen = {.sampling = {.temperature = 0}, .max_tokens = 40, .max_draft = 4}, .drafter = &d});
     EXPECT_EQ(spec.emitted, plain.emitted);
     EXPECT_EQ(spec.reason, StopReason::Length);
     EXPECT_EQ(spec.usage.accepted, spec.usage.drafted);
@@ -198,7 +201,7 @@ TEST(Generator, WrongDraftsAreRolledBackAndChangeNothing) {
     for (int wrong_at : {0, 1, 2, 5}) {
         SCOPED_TRACE(wrong_at);
         ScriptedDrafter d(6, wrong_at, -1);
-        const Outcome spec = run({.gen = {.sampling = {.temperature = 0}, .max_tokens = 40, .drafter = &d, .max_draft = 6}});
+        const Outcome spec = run({.gen = {.sampling = {.temperature = 0}, .max_tokens = 40, .max_draft = 6}, .drafter = &d});
         EXPECT_EQ(spec.emitted, plain.emitted);
         EXPECT_EQ(spec.reason, StopReason::Length);
         EXPECT_GT(spec.rewinds, 0);
@@ -216,9 +219,8 @@ TEST(Generator, SamplingWithDraftsDrawsTheSameTokensAsWithout) {
     const Outcome plain = run({.gen = base});
     ScriptedDrafter d(3, 2, -1);
     GenerateOptions with = base;
-    with.drafter = &d;
     with.max_draft = 3;
-    const Outcome spec = run({.gen = with});
+    const Outcome spec = run({.gen = with, .drafter = &d});
     EXPECT_EQ(spec.emitted, plain.emitted);
     EXPECT_GT(spec.usage.drafted, 0);
     expect_held(spec);
@@ -226,34 +228,32 @@ TEST(Generator, SamplingWithDraftsDrawsTheSameTokensAsWithout) {
 
 TEST(Generator, StopsInsideAVerifiedRunKeepOnlyTheAcceptedHistory) {
     ScriptedDrafter d(8, -1, -1);
-    const GenerateOptions greedy{.sampling = {.temperature = 0}, .drafter = &d, .max_draft = 8};
+    const GenerateOptions greedy{.sampling = {.temperature = 0}, .max_draft = 8};
     // The token limit in the middle of a step's drafts.
     for (int64_t max : {1, 2, 3, 7, 11}) {
         SCOPED_TRACE(max);
         GenerateOptions o = greedy;
         o.max_tokens = max;
-        const Outcome r = run({.gen = o});
+        const Outcome r = run({.gen = o, .drafter = &d});
         EXPECT_EQ(r.reason, StopReason::Length);
         EXPECT_EQ(int64_t(r.emitted.size()), max);
         expect_held(r);
     }
     // The caller's stop at its 4th token (inside the first step's drafts).
-    const Outcome caller = run({.gen = greedy, .stop_after = 4});
+    const Outcome caller = run({.gen = greedy, .drafter = &d, .stop_after = 4});
     EXPECT_EQ(caller.reason, StopReason::Caller);
     EXPECT_EQ(caller.emitted.size(), 4u);
     expect_held(caller);
     // EOS: certain once the history is 12 + 6 tokens long, proposed past by the drafter.
     ScriptedDrafter past_eos(8, -1, -1);
-    GenerateOptions o = greedy;
-    o.drafter = &past_eos;
-    const Outcome eos = run({.gen = o, .eos_after = int64_t(kPrompt.size()) + 6});
+    const Outcome eos = run({.gen = greedy, .drafter = &past_eos, .eos_after = int64_t(kPrompt.size()) + 6});
     EXPECT_EQ(eos.reason, StopReason::Eos);
     EXPECT_EQ(eos.emitted.size(), 6u);
     EXPECT_GT(eos.rewinds, 0);
     expect_held(eos);
     // A full context: rows never pass it, and the stop comes where it comes without drafts.
     const Outcome plain_full = run({.gen = {.sampling = {.temperature = 0}}, .ctx = 30});
-    const Outcome spec_full = run({.gen = greedy, .ctx = 30});
+    const Outcome spec_full = run({.gen = greedy, .drafter = &d, .ctx = 30});
     EXPECT_EQ(plain_full.reason, StopReason::ContextFull);
     EXPECT_EQ(spec_full.reason, StopReason::ContextFull);
     EXPECT_EQ(spec_full.emitted, plain_full.emitted);
@@ -267,7 +267,8 @@ TEST(Generator, CancelBetweenStepsKeepsEveryEmittedToken) {
     g.set_prompt(kPrompt);
     while (!g.ready()) seq.eval(g.next(64), -1), g.evaluated();
     ScriptedDrafter d(3, 1, -1);
-    g.begin({.sampling = {.temperature = 0}, .cancel = &cancel, .drafter = &d, .max_draft = 3});
+    g.set_drafter(&d);
+    g.begin({.sampling = {.temperature = 0}, .cancel = &cancel, .max_draft = 3});
     std::vector<int32_t> emitted;
     auto on = [&](int32_t id) { emitted.push_back(id); return true; };
     for (int i = 0; i < 3; ++i) {
@@ -354,6 +355,203 @@ TEST(Generator, MisuseIsAnError) {
     EXPECT_THROW(g.advance([](int32_t) { return true; }), Error);  // nothing evaluated
     g.next(4);
     EXPECT_THROW(g.next(4), Error);  // rows in flight
+}
+
+}  // namespace
+}  // namespace ds4::engine
+
+namespace ds4::engine {
+namespace {
+
+// Records what the generator commits, and checks each row's hidden state: the fake model's
+// hidden state of a row is {position, token}.
+class RecordingDrafter : public ScriptedDrafter {
+public:
+    RecordingDrafter(int64_t tail) : ScriptedDrafter(3, 1, -1), tail_(tail) {}
+    DraftNeeds needs() const override { return {.hidden = true, .capture = {}, .tail = tail_}; }
+    void commit(int64_t pos, std::span<const int32_t> tokens, const float* hidden, const float*) override {
+        ASSERT_NE(hidden, nullptr);
+        ++commits;
+        if (first < 0) first = pos;
+        ASSERT_GE(pos, first);
+        ASSERT_LE(pos, first + int64_t(view.size()));  // no gap once started
+        view.resize(size_t(pos - first));
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            EXPECT_EQ(hidden[2 * i], float(pos + int64_t(i)));
+            EXPECT_EQ(hidden[2 * i + 1], float(tokens[i]));
+            view.push_back(tokens[i]);
+        }
+    }
+    int64_t first = -1;
+    std::vector<int32_t> view;  // the sequence's tokens from `first` on, as committed
+    int commits = 0;
+
+private:
+    int64_t tail_;
+};
+
+void eval_with_hidden(FakeSequence& seq, const Generator::Rows& rows) {
+    const int64_t p0 = seq.pos();
+    if (rows.hidden_want == model::Logits::All)
+        for (int64_t r = rows.hidden_from; r < int64_t(rows.tokens.size()); ++r) {
+            rows.hidden[2 * (r - rows.hidden_from)] = float(p0 + r);
+            rows.hidden[2 * (r - rows.hidden_from) + 1] = float(rows.tokens[size_t(r)]);
+        }
+    seq.eval(rows, -1);
+}
+
+TEST(Generator, TheDrafterIsToldEveryCommittedRowWithItsHiddenState) {
+    for (int64_t tail : {0, 4}) {
+        SCOPED_TRACE(tail);
+        FakeSequence seq({.ctx = 256, .qat = false, .rewind_slack = 32});
+        Generator g(seq, {.n_vocab = kVocab, .eos = kEos, .hidden_size = 2});
+        RecordingDrafter d(tail);
+        g.set_drafter(&d);
+        g.set_prompt(kPrompt);
+        while (!g.ready()) eval_with_hidden(seq, g.next(5)), g.evaluated();
+        // The prompt's rows from its tail on (all of them without one), in pieces.
+        const int64_t n = int64_t(kPrompt.size());
+        EXPECT_EQ(d.first, tail ? n - tail : 0);
+        g.begin({.sampling = {.temperature = 0}, .max_tokens = 30, .max_draft = 3});
+        for (;;) {
+            if (g.advance([](int32_t) { return true; })) break;
+            eval_with_hidden(seq, g.next(5));
+            g.evaluated();
+        }
+        EXPECT_LT(g.usage().accepted, g.usage().drafted);  // rejected drafts were never committed
+        const std::vector<int32_t> held(seq.tokens().begin() + d.first, seq.tokens().end());
+        EXPECT_EQ(d.view, held);
+        // A new prompt that rewinds: the next commit starts before what the drafter holds.
+        std::vector<int32_t> shorter(seq.tokens().begin(), seq.tokens().begin() + n + 3);
+        shorter.push_back(1);
+        g.set_prompt(shorter);
+        while (!g.ready()) eval_with_hidden(seq, g.next(5)), g.evaluated();
+        EXPECT_EQ(d.view, std::vector<int32_t>(seq.tokens().begin() + d.first, seq.tokens().end()));
+    }
+}
+
+// Exact speculative sampling on a 4-token vocabulary: drafts drawn from a distribution q
+// unlike the target's p are accepted with probability min(1, p/q) and otherwise replaced by a
+// draw from the residual, so 3-token continuations keep the target's distribution exactly.
+constexpr int kSmallVocab = 4;
+
+void small_logits(std::span<const int32_t> history, float* out, uint64_t salt) {
+    const uint64_t h = history_hash(history) ^ salt;
+    for (int i = 0; i < kSmallVocab; ++i) out[i] = float(mix(h + uint64_t(i)) % 1000) / 400.0f;
+}
+
+std::vector<double> softmax(std::span<const float> l) {
+    std::vector<double> p(l.size());
+    double m = *std::max_element(l.begin(), l.end()), s = 0;
+    for (size_t i = 0; i < l.size(); ++i) s += p[i] = std::exp(double(l[i]) - m);
+    for (double& v : p) v /= s;
+    return p;
+}
+
+class SmallSequence : public FakeSequence {
+public:
+    using FakeSequence::FakeSequence;
+    void eval_small(const Generator::Rows& rows) {
+        for (size_t r = 0; r < rows.tokens.size(); ++r) {
+            tokens_.push_back(rows.tokens[r]);
+            if (rows.want == model::Logits::All) small_logits(tokens_, rows.logits + r * kSmallVocab, 0);
+            else if (rows.want == model::Logits::Last && r + 1 == rows.tokens.size())
+                small_logits(tokens_, rows.logits, 0);
+        }
+    }
+};
+
+// Draws its drafts from q (the model's logits under another salt, i.e. a different
+// distribution) and reports q.
+class SamplingDrafter : public Drafter {
+public:
+    explicit SamplingDrafter(bool report_q) : report_q_(report_q) {}
+    void begin(const sampling::SamplerParams& p) override { rng_ = sampling::Sampler({.temperature = 1, .min_p = 0, .seed = p.seed + 977}); }
+    Draft propose(std::span<const int32_t> history, int32_t next, int max) override {
+        std::vector<int32_t> h(history.begin(), history.end());
+        h.push_back(next);
+        Draft d;
+        std::vector<float> l(kSmallVocab);
+        for (int i = 0; i < max; ++i) {
+            small_logits(h, l.data(), 0x5eed);
+            const std::vector<double> q = softmax(l);
+            const int32_t t = rng_.sample(l);
+            d.tokens.push_back(t);
+            for (double v : q) d.probs.push_back(float(v));
+            h.push_back(t);
+        }
+        if (!report_q_) d.probs.clear();
+        return d;
+    }
+
+private:
+    bool report_q_;
+    sampling::Sampler rng_;
+};
+
+TEST(Generator, ExactSpeculativeSamplingKeepsTheTargetDistribution) {
+    const std::vector<int32_t> prompt = {1, 2, 3};
+    // The exact probability of each 3-token continuation under the target.
+    auto exact = [&](int seq_id) {
+        std::vector<int32_t> h = prompt;
+        std::vector<float> l(kSmallVocab);
+        double p = 1;
+        for (int k = 0, id = seq_id; k < 3; ++k, id /= kSmallVocab) {
+            small_logits(h, l.data(), 0);
+            p *= softmax(l)[size_t(id % kSmallVocab)];
+            h.push_back(id % kSmallVocab);
+        }
+        return p;
+    };
+    constexpr int kRuns = 20000, kOutcomes = kSmallVocab * kSmallVocab * kSmallVocab;
+    auto chi2 = [&](const std::vector<int>& count) {
+        double x = 0;
+        for (int s = 0; s < kOutcomes; ++s) {
+            const double e = exact(s) * kRuns;
+            x += (count[size_t(s)] - e) * (count[size_t(s)] - e) / e;
+        }
+        return x;
+    };
+    SamplingDrafter drafter(true);
+    std::vector<int> count(kOutcomes, 0), drafted_count(kOutcomes, 0);
+    int64_t drafted = 0, accepted = 0;
+    for (int run = 0; run < kRuns; ++run) {
+        SmallSequence seq({.ctx = 64, .qat = false, .rewind_slack = 8});
+        Generator g(seq, {.n_vocab = kSmallVocab, .eos = -1});
+        g.set_drafter(&drafter);
+        g.set_prompt(prompt);
+        while (!g.ready()) seq.eval_small(g.next(8)), g.evaluated();
+        g.begin({.sampling = {.temperature = 1, .min_p = 0, .seed = uint64_t(run) + 1}, .max_tokens = 3, .max_draft = 2});
+        std::vector<int32_t> out;
+        while (!g.advance([&](int32_t id) { out.push_back(id); return true; })) {
+            seq.eval_small(g.next(8));
+            g.evaluated();
+        }
+        ASSERT_EQ(out.size(), 3u);
+        count[size_t(out[0] + kSmallVocab * out[1] + kSmallVocab * kSmallVocab * out[2])]++;
+        drafted += g.usage().drafted;
+        accepted += g.usage().accepted;
+    }
+    // 63 degrees of freedom: the 0.1% critical value is about 103.4.
+    EXPECT_LT(chi2(count), 103.4);
+    EXPECT_GT(drafted, kRuns / 2);
+    EXPECT_GT(accepted, drafted / 10);  // drafts are accepted ...
+    EXPECT_LT(accepted, drafted);       // ... and rejected
+    // The test can tell distributions apart: q's own 3-token law is far from p's.
+    for (int run = 0; run < kRuns; ++run) {
+        sampling::Sampler s({.temperature = 1, .min_p = 0, .seed = uint64_t(run) + 1});
+        std::vector<int32_t> h = prompt;
+        std::vector<float> l(kSmallVocab);
+        int code = 0;
+        for (int k = 0, mul = 1; k < 3; ++k, mul *= kSmallVocab) {
+            small_logits(h, l.data(), 0x5eed);
+            const int32_t t = s.sample(l);
+            code += mul * t;
+            h.push_back(t);
+        }
+        drafted_count[size_t(code)]++;
+    }
+    EXPECT_GT(chi2(drafted_count), 1000.0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -354,6 +355,94 @@ TEST_F(GgufGen, BadRequestsFailWithAClearMessage) {
         EXPECT_NE(r.output.find(c.fragment), std::string::npos) << r.output;
         EXPECT_FALSE(std::filesystem::exists(path));
     }
+}
+
+// --dspark-out: a DSpark support file in upstream's layout (docs/SPECULATIVE.md, "DSpark") for
+// the generated trunk, beside an unchanged trunk file.
+TEST_F(GgufGen, DsparkSupportFileMatchesTheTrunk) {
+    const std::string plain = make("plain.gguf", "--seed 5");
+    const std::string dspark = dir_.file("dspark.gguf");
+    const std::string trunk = make("trunk.gguf", "--seed 5 --dspark-out " + dspark);
+    EXPECT_EQ(test::read_all(plain), test::read_all(trunk)) << "--dspark-out changed the trunk";
+    const ModelConfig c = ModelConfig::from_gguf(*gguf::File::open(trunk));
+    auto f = gguf::File::open(dspark);
+
+    // Metadata as upstream's converter writes it; target layers are the trunk's last three.
+    EXPECT_EQ(f->get_string("general.architecture"), "deepseek4-dspark");
+    EXPECT_EQ(f->get_u32("dspark.block_size"), 5u);
+    EXPECT_EQ(f->get_u32("dspark.stage_count"), 3u);
+    EXPECT_EQ(f->get_u32("dspark.n_layers"), 3u);
+    const uint32_t R = f->get_u32("dspark.markov_rank");
+    EXPECT_EQ(R, 32u);  // tiny: f32 dense, the smallest rank the generator picks
+    EXPECT_EQ(f->get_u32("dspark.noise_token_id"), c.n_vocab - 1);
+    const gguf::Value* tl = f->find("dspark.target_layer_ids");
+    ASSERT_NE(tl, nullptr);
+    ASSERT_TRUE(tl->is_array());
+    EXPECT_EQ(tl->elem_type, gguf::ValueType::UINT32);
+    ASSERT_EQ(tl->elems.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(tl->elem_int(i), int64_t(c.n_layer - 3 + i));
+
+    // Every stage is a ratio-0 top-k block held to the trunk's layer checks.
+    for (int s = 0; s < 3; ++s)
+        EXPECT_NO_THROW(deepseek4::validate_layer_tensors(*f, c, fmt::format("mtp.{}.", s),
+                                                          {.ratio = 0, .hash = false}, -1));
+    const int64_t D = c.n_embd, V = c.n_vocab, HC = c.hc;
+    const std::map<std::string, std::vector<int64_t>> heads = {
+        {"mtp.0.main_proj.weight", {3 * D, D}},
+        {"mtp.0.main_norm.weight", {D}},
+        {"mtp.2.norm.weight", {D}},
+        {"mtp.2.hc_head_fn.weight", {HC * D, HC}},
+        {"mtp.2.hc_head_base.weight", {HC}},
+        {"mtp.2.hc_head_scale.weight", {1}},
+        {"mtp.2.markov_head.markov_w1.weight", {R, V}},
+        {"mtp.2.markov_head.markov_w2.weight", {R, V}},
+        {"mtp.2.confidence_head.proj.weight", {D + R, 1}},
+    };
+    const size_t block = deepseek4::layer_tensor_layout(c, "x.", 0, {.ratio = 0, .hash = false}).size();
+    EXPECT_EQ(f->tensors().size(), 3 * block + heads.size());
+    std::vector<std::string> names;
+    for (const auto& t : f->tensors()) {
+        names.push_back(t.name);
+        EXPECT_EQ(t.name.rfind("mtp.", 0), 0u) << t.name;
+        EXPECT_EQ(tensor_type_name(t.type), "f32") << t.name;
+    }
+    EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+    for (const auto& [name, ne] : heads) {
+        SCOPED_TRACE(name);
+        const auto& t = f->tensor(name);
+        EXPECT_EQ(std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), ne);
+    }
+    // Scales: markov_w1 is a per-token table (unit RMS), the confidence row 1/sqrt(fan_in).
+    EXPECT_NEAR(stats(values(*f, f->tensor("mtp.2.markov_head.markov_w1.weight"))).rms, 1.0, 0.05);
+    EXPECT_NEAR(stats(values(*f, f->tensor("mtp.2.markov_head.markov_w2.weight"))).rms,
+                1.0 / std::sqrt(double(R)), 0.05 / std::sqrt(double(R)));
+    EXPECT_NEAR(stats(values(*f, f->tensor("mtp.0.main_norm.weight"))).mean, 1.0, 0.05);
+    // Its own random streams: an MTP file's mtp.0.* of the same seed must not repeat them.
+    EXPECT_NE(tensor_bytes(*f, "mtp.0.attn_q_a.weight"),
+              tensor_bytes(*gguf::File::open(trunk), "blk.0.attn_q_a.weight"));
+}
+
+TEST_F(GgufGen, DsparkSupportFileTakesTheRecipe) {
+    const std::string dspark = dir_.file("dspark.gguf");
+    make("trunk.gguf", "--type all=q8_0 --type hc=f16 --type exps=q2_k --dspark-out " + dspark);
+    auto f = gguf::File::open(dspark);
+    EXPECT_EQ(f->get_u32("dspark.markov_rank"), 32u);
+    const std::map<std::string, std::string> want = {
+        {"mtp.0.main_proj.weight", "q8_0"},
+        {"mtp.2.markov_head.markov_w1.weight", "q8_0"},
+        {"mtp.2.confidence_head.proj.weight", "q8_0"},
+        {"mtp.2.hc_head_fn.weight", "f16"},
+        {"mtp.1.hc_attn_fn.weight", "f16"},
+        {"mtp.1.ffn_gate_exps.weight", "q2_K"},
+        {"mtp.1.ffn_gate_shexp.weight", "q8_0"},
+        {"mtp.2.hc_head_scale.weight", "f32"},
+        {"mtp.0.main_norm.weight", "f32"},
+    };
+    for (const auto& [name, type] : want) EXPECT_EQ(tensor_type_name(f->tensor(name).type), type) << name;
+    // A dense type with 256-value blocks takes a Markov rank of one block.
+    make("k.gguf", "--type dense=q2_k --embd 256 --q-rank 256 --o-rank 256 --heads 2 --head-dim 128 "
+                   "--rope-dim 64 --indexer-dim 64 --o-groups 1 --dspark-out " + dir_.file("k_dspark.gguf"));
+    EXPECT_EQ(gguf::File::open(dir_.file("k_dspark.gguf"))->get_u32("dspark.markov_rank"), 256u);
 }
 
 // The tokenizer.json of the oracle cache (scripts/setup.sh); empty when absent.

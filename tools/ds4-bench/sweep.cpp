@@ -79,7 +79,7 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
             for (int64_t i = 0; i < r.gen_tokens; ++i) {
                 for (int64_t k = 0; k < N; ++k) {
                     const auto rows = gens[size_t(k)].next(1);
-                    batch[size_t(k)] = {&gens[size_t(k)].sequence(), rows.tokens, rows.want, rows.logits};
+                    batch[size_t(k)] = rows.item(&gens[size_t(k)].sequence());
                 }
                 model.eval(batch);
                 for (auto& g : gens) {

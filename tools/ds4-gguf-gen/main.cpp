@@ -7,6 +7,7 @@
 
 #include "common/cli_checks.h"
 #include "common/error.h"
+#include "dspark.h"
 #include "mtp.h"
 #include "options.h"
 #include "vocab.h"
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
     app.footer(kFooter);
     app.get_formatter()->column_width(34);
 
-    std::string out, preset = "tiny", ratios, tokenizer_json;
+    std::string out, preset = "tiny", ratios, tokenizer_json, dspark_out;
     uint64_t seed = 1;
     bool real_vocab = false, sparse = false, quiet = false, exact_quant = false;
     int threads = 0;
@@ -146,6 +147,8 @@ int main(int argc, char** argv) {
                  "iq2_xxs/q2_k/q4_k: quantize normal rows (slow) instead of random blocks");
     app.add_option("--threads", threads, "threads for generation (default 0: all cores)")
         ->check(ds4::cli_checks::thread_count());
+    app.add_option("--dspark-out", dspark_out,
+                   "also write a random DSpark support GGUF for this model (docs/SPECULATIVE.md)");
     std::string mtp_out;
     bool mtp_embedded = false;
     app.add_option("--mtp-out", mtp_out, "also write a random MTP head as upstream's MTP support GGUF");
@@ -188,6 +191,7 @@ int main(int argc, char** argv) {
                              c.hc);
         }
         ds4::gen::generate(plan, out, log);
+        if (!dspark_out.empty()) ds4::gen::generate_dspark(plan, dspark_out, log);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "ds4-gguf-gen: error: %s\n", e.what());
         return 1;

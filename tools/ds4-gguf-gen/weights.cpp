@@ -27,7 +27,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 Init init_for(const deepseek4::TensorSpec& spec) {
     const std::string_view n = spec.name;
     if (spec.cls == deepseek4::TensorClass::Tid2Eid) return Init::Tid2Eid;
-    if (n == "token_embd.weight") return Init::Embedding;
+    // DSpark's markov_w1 is a table of one R-vector per token, read like an embedding row.
+    if (n == "token_embd.weight" || ends_with(n, "markov_w1.weight")) return Init::Embedding;
     if (ends_with(n, "_scale.weight")) return Init::HcScale;  // hc_attn/hc_ffn/output_hc scale
     if (ends_with(n, "_base.weight")) return Init::HcBase;
     if (ends_with(n, "attn_sinks.weight")) return Init::Sinks;

@@ -6,6 +6,7 @@
 // input is RMS-normalised, so what matters is that each product lands at O(1)):
 //   linear weights          N(0, 1/fan_in)      -> projections of unit-RMS inputs are O(1)
 //   token_embd              N(0, 1)             -> the residual starts at the scale of F
+//   DSpark markov_w1        N(0, 1)             -> a per-token table like the embedding
 //   norm weights            1 + 0.1 N
 //   hc_*_fn, output_hc_fn   N(0, 1/fan_in)      -> Sinkhorn / sigmoid inputs O(1)
 //   hc_*_scale, output_hc_scale   1 + 0.2 N;  hc_*_base, output_hc_base   0.5 N

@@ -151,7 +151,7 @@ void MtpHead::project(std::span<const int32_t> tokens, const float* h, float* X)
 }
 
 void MtpHead::eval(model::Sequence& seq, std::span<const int32_t> tokens, const float* h, float* out_hidden,
-                   float* logits) {
+                   float* logits, model::Logits want) {
     const model::BatchItem it{&seq, tokens};
     const model::Batch b(&it, 1);
     block_->check(b);
@@ -162,13 +162,15 @@ void MtpHead::eval(model::Sequence& seq, std::span<const int32_t> tokens, const 
     float* X = blocks::grow(trunk_->ws_->X, n * width);
     project(tokens, h, X);
     trunk_->block_unlocked(*block_, b, X);
-    if (out_hidden) std::memcpy(out_hidden, X, sizeof(float) * size_t(n * width));
+    const int64_t first = want == model::Logits::Last ? n - 1 : 0;
+    if (want == model::Logits::None || n == 0) return;
+    if (out_hidden) std::memcpy(out_hidden, X + first * width, sizeof(float) * size_t((n - first) * width));
     if (!logits) return;
-    std::vector<const float*> in(static_cast<size_t>(n));
-    std::vector<float*> out(static_cast<size_t>(n));
-    for (int64_t t = 0; t < n; ++t) {
-        in[size_t(t)] = X + t * width;
-        out[size_t(t)] = logits + t * V;
+    std::vector<const float*> in;
+    std::vector<float*> out;
+    for (int64_t t = first; t < n; ++t) {
+        in.push_back(X + t * width);
+        out.push_back(logits + (t - first) * V);
     }
     trunk_->head_rows(head, in, out);
 }

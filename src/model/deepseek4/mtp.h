@@ -56,11 +56,12 @@ public:
     int64_t sequence_bytes(const model::SequenceOptions& opt) const { return block_->sequence_bytes(opt); }
 
     // Rows i = 0..n-1 at the sequence's next positions: tokens[i] paired with h[i]
-    // ([hidden_size] floats each). Writes out_hidden [n][hidden_size] (may be null) and logits
-    // [n][n_vocab] (may be null: none computed). The sequence advances by n. Throws ds4::Error
-    // before changing anything (a sequence of another head, a bad token, a full context).
+    // ([hidden_size] floats each). Writes out_hidden [rows][hidden_size] (may be null) and
+    // logits [rows][n_vocab] (may be null: none computed), rows = n (want All) or the last row
+    // only (Last). The sequence advances by n. Throws ds4::Error before changing anything (a
+    // sequence of another head, a bad token, a full context).
     void eval(model::Sequence& seq, std::span<const int32_t> tokens, const float* h, float* out_hidden,
-              float* logits);
+              float* logits, model::Logits want = model::Logits::All);
 
 private:
     MtpHead() = default;

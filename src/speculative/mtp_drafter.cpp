@@ -1,0 +1,119 @@
+#include "speculative/mtp_drafter.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ds4::speculative {
+
+MtpDrafter::MtpDrafter(deepseek4::MtpHead& head, const model::SequenceOptions& seq, MtpDrafterOptions opt)
+    : head_(head), opt_(opt) {
+    const deepseek4::ModelConfig& c = head.trunk().config();
+    width_ = int64_t(c.hc) * c.n_embd;
+    vocab_ = c.n_vocab;
+    window_ = c.window;
+    seq_ = head.new_sequence(seq);
+}
+
+void MtpDrafter::begin(const sampling::SamplerParams& p) {
+    sampling_ = p;
+    sampler_.reset();
+    // Drafts at temperature > 0 are drawn from the head's own distribution under the same
+    // settings (a stream of their own) and verified by exact speculative sampling.
+    if (p.temperature > 0) {
+        sampling::SamplerParams own = p;
+        own.seed = p.seed ^ 0x6d74702d64726166ULL;
+        sampler_.emplace(own);
+    }
+}
+
+void MtpDrafter::restart(int64_t at) {
+    seq_->clear();
+    off_ = at;
+    ++stats_.restarts;
+}
+
+void MtpDrafter::commit(int64_t pos, std::span<const int32_t> tokens, const float* hidden, const float*) {
+    if (!hidden || tokens.empty()) return;
+    // The held rows: continued, cut back to pos, or started again at pos after a gap.
+    if (pos < hpos_ || pos > held_end()) {
+        hpos_ = pos;
+        htok_.clear();
+        hbuf_.clear();
+    } else {
+        htok_.resize(size_t(pos - hpos_));
+        hbuf_.resize(htok_.size() * size_t(width_));
+    }
+    htok_.insert(htok_.end(), tokens.begin(), tokens.end());
+    hbuf_.insert(hbuf_.end(), hidden, hidden + tokens.size() * size_t(width_));
+    // The head's row q pairs h_{q-1} with x_q: rows before pos stand, and row pos too when its
+    // token is the one committed there (the first draft row of the last proposal).
+    if (head_end() > pos) {
+        int64_t keep = pos - off_;
+        if (keep >= 0 && keep < seq_->pos() && seq_->tokens()[size_t(keep)] == tokens[0]) ++keep;
+        if (keep > 0 && seq_->can_rewind(keep)) seq_->rewind(keep);
+        else seq_->clear();
+    }
+    // Only the last window + 1 rows can feed a draft.
+    const int64_t excess = int64_t(htok_.size()) - (window_ + 1);
+    if (excess > 0) {
+        htok_.erase(htok_.begin(), htok_.begin() + excess);
+        hbuf_.erase(hbuf_.begin(), hbuf_.begin() + excess * width_);
+        hpos_ += excess;
+    }
+}
+
+int32_t MtpDrafter::choose(std::span<const float> logits, engine::Draft& d, bool& stop) {
+    if (!sampler_) {
+        int32_t best = sampling::argmax(logits), second = -1;
+        for (int64_t v = 0; v < vocab_; ++v)
+            if (v != best && (second < 0 || logits[size_t(v)] > logits[size_t(second)])) second = int32_t(v);
+        if (opt_.margin > 0 && second >= 0 && logits[size_t(best)] - logits[size_t(second)] < opt_.margin) {
+            stop = true;
+            ++stats_.cut;
+        }
+        return best;
+    }
+    const std::vector<sampling::Candidate> c = sampler_->candidates(logits);
+    const int32_t id = sampler_->draw(c);
+    const size_t at = d.probs.size();
+    d.probs.resize(at + size_t(vocab_), 0.0f);
+    for (const auto& cand : c) d.probs[at + size_t(cand.id)] = cand.p;
+    return id;
+}
+
+engine::Draft MtpDrafter::propose(std::span<const int32_t> history, int32_t next, int max) {
+    const int64_t end = int64_t(history.size());
+    if (max <= 0 || htok_.empty() || held_end() != end) return {};
+    // Rows from..end: the head's window before the first draft row (h_{end-1}, next).
+    const int64_t from = std::max(end - window_ + 1, hpos_ + 1);
+    if (head_end() < from || head_end() > end) restart(from);
+    std::vector<int32_t> toks;
+    for (int64_t q = head_end(); q < end; ++q) toks.push_back(htok_[size_t(q - hpos_)]);
+    toks.push_back(next);
+    const float* h = hbuf_.data() + (head_end() - 1 - hpos_) * width_;
+    std::vector<float> logits(static_cast<size_t>(vocab_)), y(static_cast<size_t>(width_)), y_next(static_cast<size_t>(width_));
+    head_.eval(*seq_, toks, h, y.data(), logits.data(), model::Logits::Last);
+    stats_.head_rows += int64_t(toks.size());
+
+    engine::Draft d;
+    bool stop = false;
+    for (int i = 0;; ++i) {
+        const int32_t t = choose(logits, d, stop);
+        if (stop) break;
+        d.tokens.push_back(t);
+        if (i + 1 >= max) break;
+        const int32_t row[1] = {t};
+        head_.eval(*seq_, row, y.data(), y_next.data(), logits.data(), model::Logits::Last);
+        ++stats_.head_rows;
+        y.swap(y_next);
+    }
+    // Keep the rows through `end`: the recursive ones paired drafts with the head's own output.
+    seq_->rewind(end + 1 - off_);
+    if (!d.tokens.empty()) {
+        ++stats_.proposals;
+        stats_.drafted += int64_t(d.tokens.size());
+    }
+    return d;
+}
+
+}  // namespace ds4::speculative

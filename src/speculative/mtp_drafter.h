@@ -1,0 +1,77 @@
+// The MTP drafter (docs/SPECULATIVE.md, "MTP"): an engine::Drafter over a DeepSeek V4 MTP head
+// that mirrors one sequence. It reads the hidden state of every row the sequence commits, keeps
+// the head's own raw-window state in step with it, and drafts recursively: the first draft
+// from the row (h_p, next), each further one from the head's own output and the previous draft.
+//
+//   deepseek4::MtpHead head = *deepseek4::MtpHead::open(trunk, "mtp.gguf");
+//   speculative::MtpDrafter d(head, seq.options(), {.margin = 3});
+//   generator.set_drafter(&d);                  // before the prompt is evaluated
+//   generator.begin({..., .max_draft = 2});
+//
+// Only the head's window matters to a draft (its attention is a raw window of n_swa rows), so
+// the drafter reads the last n_swa + 1 rows of a prompt and restarts its state, at any gap or
+// rewind it cannot follow, from the rows it holds. Positions in the head's own sequence are the
+// target's minus an offset: rope scores depend on distances only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "engine/generator.h"
+#include "model/deepseek4/mtp.h"
+#include "model/model.h"
+#include "sampling/sampler.h"
+
+namespace ds4::speculative {
+
+struct MtpDrafterOptions {
+    // At temperature 0, drafting stops at a draft whose top-1 minus top-2 logit is below this
+    // (0: never): an unsure head wastes the verification rows (upstream's --mtp-margin).
+    float margin = 3.0f;
+};
+
+// What a drafter did, for --mtp-timing style reports and tests.
+struct DrafterStats {
+    int64_t proposals = 0;  // propose() calls that returned tokens
+    int64_t drafted = 0;    // tokens proposed
+    int64_t cut = 0;        // proposals stopped early by the margin
+    int64_t head_rows = 0;  // rows the head evaluated (catch-up and drafts)
+    int64_t restarts = 0;   // state rebuilt from the held rows (a gap or a far rewind)
+};
+
+class MtpDrafter final : public engine::Drafter {
+public:
+    // `seq` gives the context and rewind slack of the target sequence it mirrors.
+    MtpDrafter(deepseek4::MtpHead& head, const model::SequenceOptions& seq, MtpDrafterOptions opt = {});
+
+    engine::DraftNeeds needs() const override { return {.hidden = true, .capture = {}, .tail = window_ + 1}; }
+    void begin(const sampling::SamplerParams& p) override;
+    void commit(int64_t pos, std::span<const int32_t> tokens, const float* hidden, const float* captured) override;
+    engine::Draft propose(std::span<const int32_t> history, int32_t next, int max) override;
+
+    const DrafterStats& stats() const { return stats_; }
+
+private:
+    int64_t held_end() const { return hpos_ + int64_t(htok_.size()); }
+    int64_t head_end() const { return off_ + seq_->pos(); }
+    void restart(int64_t at);
+    int32_t choose(std::span<const float> logits, engine::Draft& d, bool& stop);
+
+    deepseek4::MtpHead& head_;
+    MtpDrafterOptions opt_;
+    int64_t width_ = 0, vocab_ = 0, window_ = 0;
+    std::unique_ptr<model::Sequence> seq_;  // the head's rows: target positions off_ ...
+    int64_t off_ = 0;
+    // Committed target rows still needed: tokens and hidden states of positions hpos_ ...
+    int64_t hpos_ = 0;
+    std::vector<int32_t> htok_;
+    std::vector<float> hbuf_;
+    sampling::SamplerParams sampling_{};
+    std::optional<sampling::Sampler> sampler_;  // temperature > 0: drafts drawn from the head
+    DrafterStats stats_;
+};
+
+}  // namespace ds4::speculative
