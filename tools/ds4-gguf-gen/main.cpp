@@ -8,6 +8,7 @@
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "dspark.h"
+#include "mtp.h"
 #include "options.h"
 #include "vocab.h"
 
@@ -47,12 +48,21 @@ Tensor classes for --type CLASS=TYPE (repeatable, applied in order):
   compressor    {attn,indexer}_compressor_{kv,gate,ape}
   indexer       indexer.attn_q_b, indexer.proj
   router        ffn_gate_inp
+  mtp_proj      an MTP head's e_proj, h_proj (nextn.eh_proj)
 Norms, hc base/scale, attn_sinks and exp_probs_b are always f32, ffn_gate_tid2eid i32.
 TYPE: f32 f16 bf16; q8_0 mxfp4 (32-value blocks); q2_k q4_k iq2_xxs (256-value blocks). A
 type's block must divide the row length (ne[0]) of every tensor of its class.
 
 The llama.cpp oracle runs only shapes with --hc 4, --indexer-dim >= 64 and --head-dim !=
 --indexer-dim (else it asserts, or rotates the main KV too); the generator warns.
+
+MTP heads: --mtp-out FILE writes one random MTP block (ratio 0, biased routing) with its
+projections and head as upstream's support GGUF (general.architecture deepseek4_mtp_support,
+tensors mtp.0.*); --mtp-embedded writes the same head into the model file in llama.cpp's
+layout (block_count L+1, nextn_predict_layers 1, blk.L.* with blk.L.nextn.eh_proj = [e_proj |
+h_proj], enorm, hnorm, shared_head_norm). With one --seed both hold the same weights; the
+support file's hc_head_* are the model's output_hc_* (llama.cpp's MTP head mixes with those).
+The block's tensors take the types of their classes, e_proj/h_proj those of mtp_proj.
 
 Random vocabularies are written as tokenizer.ggml.model = "none". --real-vocab embeds the
 DeepSeek V3 tokenizer.json plus the V4-only tokens at their V4 ids (gpt2 BPE, pre
@@ -139,6 +149,11 @@ int main(int argc, char** argv) {
         ->check(ds4::cli_checks::thread_count());
     app.add_option("--dspark-out", dspark_out,
                    "also write a random DSpark support GGUF for this model (docs/SPECULATIVE.md)");
+    std::string mtp_out;
+    bool mtp_embedded = false;
+    app.add_option("--mtp-out", mtp_out, "also write a random MTP head as upstream's MTP support GGUF");
+    app.add_flag("--mtp-embedded", mtp_embedded,
+                 "put the same MTP head into the model file (llama.cpp's blk.<L>.nextn layout)");
     app.add_flag("-q,--quiet", quiet, "no progress output");
     CLI11_PARSE(app, argc, argv);
 
@@ -154,6 +169,7 @@ int main(int argc, char** argv) {
         ds4::gen::GenPlan plan = ds4::gen::make_plan(preset, ov, seed, real_vocab, sparse);
         if (threads > 0) plan.threads = threads;
         plan.exact_quant = exact_quant;
+        ds4::gen::enable_mtp(plan, mtp_embedded, mtp_out, out);
         if (real_vocab)
             plan.tokenizer_json =
                 tokenizer_json.empty() ? ds4::gen::default_tokenizer_json() : tokenizer_json;

@@ -32,6 +32,9 @@ struct GenPlan {
     bool sparse = false;
     bool exact_quant = false;  // run the reference quantizer for K/IQ formats too
     int threads = 1;
+    // MTP heads (mtp.h): in the main file (cfg.n_nextn = 1) and/or a support file.
+    bool mtp_embedded = false;
+    std::string mtp_out;
 };
 
 // Known presets: "tiny", "small", "flash", "pro".
@@ -45,7 +48,8 @@ GenPlan make_plan(const std::string& preset, const Overrides& ov, uint64_t seed,
 // Human-readable summary: shape, layer schedule, types, tensor count and file size.
 std::string describe(const GenPlan& plan);
 
-// Writes the model file; returns its size in bytes. Progress goes to `log` if non-null.
+// Writes the model file (and the MTP support file of plan.mtp_out); returns the model file's
+// size in bytes. Progress goes to `log` if non-null.
 uint64_t generate(const GenPlan& plan, const std::string& out_path, std::FILE* log);
 
 }  // namespace ds4::gen

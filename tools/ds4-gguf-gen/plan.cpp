@@ -91,7 +91,7 @@ void parse_type(const std::string& spec, TypeRecipe& r) {
     auto classes = deepseek4::tensor_classes_from_name(cls);
     if (!classes)
         fail("--type {}: unknown class '{}' (all, embd, output, dense, shared, gate_up_exps, "
-             "down_exps, exps, hc, compressor, indexer, router)",
+             "down_exps, exps, hc, compressor, indexer, router, mtp_proj)",
              spec, cls);
     auto t = tensor_type_from_name(ty);
     if (!t || !quant::is_weight_format(*t))
@@ -180,8 +180,11 @@ GenPlan make_plan(const std::string& preset, const Overrides& ov, uint64_t seed,
 
     for (const std::string& t : ov.types) parse_type(t, p.types);
 
-    // Every tensor's rows must hold whole blocks of its type.
-    for (const deepseek4::TensorSpec& s : deepseek4::tensor_layout(c)) {
+    // Every tensor's rows must hold whole blocks of its type (those of an MTP head too: the
+    // embedded head's rows are the support file's, concatenated).
+    std::vector<deepseek4::TensorSpec> specs = deepseek4::tensor_layout(c);
+    for (deepseek4::TensorSpec& s : deepseek4::mtp_support_layout(c)) specs.push_back(std::move(s));
+    for (const deepseek4::TensorSpec& s : specs) {
         const TensorType t = p.types.of(s.cls);
         const auto info = tensor_type_info(t);
         if (s.ne[0] % info->block_values != 0)

@@ -1,5 +1,6 @@
 #include "model/deepseek4/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -80,6 +81,7 @@ void positive_finite(const char* suffix, float v) {
 
 void ModelConfig::validate() const {
     in_range("block_count", n_layer, 1, kMaxLayers);
+    in_range("nextn_predict_layers", n_nextn, 0, kMaxLayers);
     in_range("embedding_length", n_embd, 1, 65536);
     in_range("vocab_size", n_vocab, 1, 1u << 24);
     in_range("attention.head_count", n_head, 1, 4096);
@@ -160,7 +162,8 @@ std::vector<std::pair<std::string, Value>> ModelConfig::metadata() const {
     put("general.architecture", Value::str(kArchitecture));
     put("general.name", Value::str(name));
 
-    u32("block_count", n_layer);
+    u32("block_count", n_layer + n_nextn);
+    if (n_nextn > 0) u32("nextn_predict_layers", n_nextn);
     // llama.cpp requires u32 here; larger values need u64 (our reader accepts both).
     if (context_length <= std::numeric_limits<uint32_t>::max())
         u32("context_length", uint32_t(context_length));
@@ -181,9 +184,10 @@ std::vector<std::pair<std::string, Value>> ModelConfig::metadata() const {
     u32("attention.indexer.key_length", indexer_dim);
     u32("attention.indexer.top_k", indexer_top_k);
     // One entry per trunk layer plus the MTP block's 0, as the HF config (and so the
-    // converted files) carry it; readers use only the first block_count entries.
+    // converted files) carry it; readers use only the first block_count entries. With MTP
+    // blocks in the file, one 0 per block (llama.cpp reads block_count entries).
     std::vector<int32_t> ratios(compress_ratios.begin(), compress_ratios.end());
-    ratios.push_back(0);
+    ratios.resize(ratios.size() + std::max(n_nextn, 1u), 0);
     put(arch_key("attention.compress_ratios"), Value::array_i32(ratios));
     f32("attention.compress_rope_freq_base", compress_rope_base);
     f32("attention.layer_norm_rms_epsilon", norm_eps);
@@ -195,9 +199,14 @@ std::vector<std::pair<std::string, Value>> ModelConfig::metadata() const {
     put(arch_key("expert_weights_norm"), Value::boolean(expert_weights_norm));
     u32("expert_gating_func", kGatingSqrtSoftplus);
     u32("hash_layer_count", n_hash_layers);
-    put(arch_key("swiglu_clamp_exp"), Value::array_f32(swiglu_clamp_exp));
+    // llama.cpp wants exactly block_count clamps: an MTP block takes the last trunk layer's.
+    auto clamps = [&](std::vector<float> v) {
+        v.resize(v.size() + n_nextn, v.empty() ? 0.0f : v.back());
+        return v;
+    };
+    put(arch_key("swiglu_clamp_exp"), Value::array_f32(clamps(swiglu_clamp_exp)));
     if (swiglu_clamp_shexp != swiglu_clamp_exp)
-        put(arch_key("swiglu_clamp_shexp"), Value::array_f32(swiglu_clamp_shexp));
+        put(arch_key("swiglu_clamp_shexp"), Value::array_f32(clamps(swiglu_clamp_shexp)));
     u32("hyper_connection.count", hc);
     u32("hyper_connection.sinkhorn_iterations", sinkhorn_iters);
     f32("hyper_connection.epsilon", hc_eps);
@@ -346,7 +355,16 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
 
     ModelConfig c;
     if (const Value* n = f.find("general.name"); n && n->as_string()) c.name = *n->as_string();
-    c.n_layer = r.u32("block_count");
+    {
+        // The trunk is what the MTP blocks after it leave of block_count.
+        const uint32_t blocks = r.u32("block_count");
+        if (f.find(arch_key("nextn_predict_layers"))) c.n_nextn = r.u32("nextn_predict_layers");
+        if (c.n_nextn >= blocks)
+            r.invalid(arch_key("nextn_predict_layers"),
+                      fmt::format("is {}, must be below block_count {} (the trunk needs a layer)", c.n_nextn,
+                                  blocks));
+        c.n_layer = blocks - c.n_nextn;
+    }
     c.context_length = r.u64("context_length");
     c.n_embd = r.u32("embedding_length");
     c.n_vocab = r.u32("vocab_size");
@@ -396,7 +414,10 @@ ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
 
     // block_count must be sane before it sizes the arrays below.
     if (c.n_layer == 0 || c.n_layer > kMaxLayers)
-        r.invalid(arch_key("block_count"), fmt::format("is {}, expected 1 to {}", c.n_layer, kMaxLayers));
+        r.invalid(arch_key("block_count"),
+                  c.n_nextn == 0 ? fmt::format("is {}, expected 1 to {}", c.n_layer, kMaxLayers)
+                                 : fmt::format("leaves {} trunk layers after {} MTP blocks, expected 1 to {}",
+                                               c.n_layer, c.n_nextn, kMaxLayers));
     c.compress_ratios = r.ratios("attention.compress_ratios", c.n_layer);
     {
         const std::string key = arch_key("swiglu_clamp_exp");

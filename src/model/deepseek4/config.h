@@ -36,7 +36,11 @@ struct ModelConfig {
     std::string name = "DeepSeek-V4-Flash";  // general.name
 
     // Trunk shape (§1.1 symbols in comments).
-    uint32_t n_layer = 43;          // L   block_count [1, kMaxLayers]
+    uint32_t n_layer = 43;          // L   block_count - nextn_predict_layers [1, kMaxLayers]
+    // MTP blocks stored after the trunk, llama.cpp's layout (ARCHITECTURE.md §2.4): the file's
+    // block_count is n_layer + n_nextn and blk.<n_layer>... are no trunk layers (the MTP head,
+    // deepseek4/mtp.h, reads them). nextn_predict_layers, absent = 0 [0, block_count - 1].
+    uint32_t n_nextn = 0;
     uint32_t n_embd = 4096;         // D   embedding_length [1, 65536]
     uint32_t n_vocab = 129280;      // V   vocab_size [1, 2^24]
     uint32_t n_head = 64;           // H   attention.head_count [1, 4096]
@@ -83,7 +87,9 @@ struct ModelConfig {
 
     uint64_t context_length = 1048576;  // context_length [1, 2^40]
 
-    // Per trunk layer (size n_layer). Ratios are 0, 4 or 128.
+    // Per trunk layer (size n_layer). Ratios are 0, 4 or 128. Files carry n_layer + n_nextn
+    // entries (at least n_layer + 1 ratios: the HF config lists the MTP block's 0 even without
+    // one); the MTP blocks' entries are not kept here (0 and the trunk's clamp when written).
     std::vector<uint32_t> compress_ratios;
     std::vector<float> swiglu_clamp_exp;    // routed experts
     std::vector<float> swiglu_clamp_shexp;  // shared expert (files may omit: = exp)

@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::array<std::string_view, kTensorClassCount> kClassNames = {
     "embd", "output", "dense", "shared", "gate_up_exps", "down_exps",
-    "hc", "compressor", "indexer", "router", "norm", "tid2eid",
+    "hc", "compressor", "indexer", "router", "norm", "tid2eid", "mtp_proj",
 };
 
 std::string shape_str(const std::vector<int64_t>& ne) {
@@ -67,6 +67,7 @@ TypeRecipe TypeRecipe::flash_q2() {
     r.set(TensorClass::Shared, TensorType::Q8_0);
     r.set(TensorClass::GateUpExps, TensorType::IQ2_XXS);
     r.set(TensorClass::DownExps, TensorType::Q2_K);
+    r.set(TensorClass::MtpProj, TensorType::Q8_0);
     return r;
 }
 
@@ -272,9 +273,71 @@ void validate_tensors(const gguf::File& f, const ModelConfig& cfg, const model::
             check_tensor(f, cfg, t, unused_probs_b(cfg, t.name, int(layer)));
             continue;
         }
+        // The MTP blocks after the trunk belong to the MTP head, which checks them.
+        if (std::sscanf(t.name.c_str(), "blk.%u.", &layer) == 1 && layer >= cfg.n_layer &&
+            layer - cfg.n_layer < cfg.n_nextn)
+            continue;
         fail("{}: unexpected tensor {} (type {}, shape {}): not part of the deepseek4 layout "
              "for {} layers",
              f.path(), t.name, tensor_type_name(t.type), t.shape_string(), cfg.n_layer);
+    }
+}
+
+namespace {
+
+constexpr LayerKind kMtpBlock{0, false};  // raw window only, biased top-k routing
+
+}  // namespace
+
+std::vector<TensorSpec> mtp_support_layout(const ModelConfig& c) {
+    using C = TensorClass;
+    const int layer = int(c.n_layer);
+    const int64_t D = c.n_embd, HC = c.hc;
+    std::vector<TensorSpec> out;
+    auto add = [&](const char* suffix, std::vector<int64_t> ne, C cls) {
+        out.push_back({std::string("mtp.0.") + suffix, std::move(ne), cls, layer});
+    };
+    add("hc_head_base.weight", {HC}, C::Norm);
+    add("hc_head_fn.weight", {int64_t(c.hc_dim()), HC}, C::Hc);
+    add("hc_head_scale.weight", {1}, C::Norm);
+    add("e_proj.weight", {D, D}, C::MtpProj);
+    add("h_proj.weight", {D, D}, C::MtpProj);
+    add("enorm.weight", {D}, C::Norm);
+    add("hnorm.weight", {D}, C::Norm);
+    add("norm.weight", {D}, C::Norm);
+    std::vector<TensorSpec> block = layer_tensor_layout(c, "mtp.0.", layer, kMtpBlock);
+    std::move(block.begin(), block.end(), std::back_inserter(out));
+    return out;
+}
+
+NextnLayout mtp_embedded_layout(const ModelConfig& c, uint32_t block) {
+    using C = TensorClass;
+    const std::string prefix = fmt::format("blk.{}.", block);
+    const int64_t D = c.n_embd, V = c.n_vocab;
+    NextnLayout out;
+    out.required = layer_tensor_layout(c, prefix, int(block), kMtpBlock);
+    auto add = [&](std::vector<TensorSpec>& to, const char* suffix, std::vector<int64_t> ne, C cls) {
+        to.push_back({prefix + "nextn." + suffix, std::move(ne), cls, int(block)});
+    };
+    add(out.required, "eh_proj.weight", {2 * D, D}, C::MtpProj);
+    add(out.required, "enorm.weight", {D}, C::Norm);
+    add(out.required, "hnorm.weight", {D}, C::Norm);
+    add(out.optional, "shared_head_norm.weight", {D}, C::Norm);
+    add(out.optional, "embed_tokens.weight", {D, V}, C::Embd);
+    add(out.optional, "shared_head_head.weight", {D, V}, C::Output);
+    return out;
+}
+
+void validate_specs(const gguf::File& f, const ModelConfig& cfg, const std::vector<TensorSpec>& specs,
+                    bool required) {
+    for (const TensorSpec& s : specs) {
+        const gguf::TensorInfo* t = f.find_tensor(s.name);
+        if (!t) {
+            if (!required) continue;
+            fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, shape_str(s.ne),
+                 tensor_class_name(s.cls));
+        }
+        check_tensor(f, cfg, *t, s);
     }
 }
 
