@@ -86,6 +86,9 @@ engine::Draft MtpDrafter::propose(std::span<const int32_t> history, int32_t next
     if (max <= 0 || htok_.empty() || held_end() != end) return {};
     // Rows from..end: the head's window before the first draft row (h_{end-1}, next).
     const int64_t from = std::max(end - window_ + 1, hpos_ + 1);
+    // A row at `end` left by an earlier proposal (nothing committed since) is made again: its
+    // token may differ, and its outputs were not kept.
+    if (head_end() > end && end - off_ > 0 && seq_->can_rewind(end - off_)) seq_->rewind(end - off_);
     if (head_end() < from || head_end() > end) restart(from);
     std::vector<int32_t> toks;
     for (int64_t q = head_end(); q < end; ++q) toks.push_back(htok_[size_t(q - hpos_)]);
