@@ -43,6 +43,9 @@ std::string Metrics::prometheus() const {
            batch_rows.load());
     metric("ds4_batch_sequences_total", "counter", "Sequences over all batched evaluations (divide by "
            "ds4_batch_steps_total for the mean batch size).", batch_sequences.load());
+    metric("ds4_draft_tokens_total", "counter", "Speculative drafts verified (--mtp).", draft_tokens.load());
+    metric("ds4_draft_accepted_total", "counter", "Speculative drafts accepted (equal to what was sampled).",
+           draft_accepted.load());
     metric("ds4_last_batch_sequences", "gauge", "Sequences in the last batched evaluation.",
            last_batch_sequences.load());
     return out;

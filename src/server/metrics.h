@@ -25,6 +25,8 @@ struct Metrics {
     std::atomic<uint64_t> batch_steps = 0;        // batched evaluations
     std::atomic<uint64_t> batch_rows = 0;         // token rows over all steps
     std::atomic<uint64_t> batch_sequences = 0;    // sequences over all steps
+    std::atomic<uint64_t> draft_tokens = 0;       // speculative drafts verified (--mtp)
+    std::atomic<uint64_t> draft_accepted = 0;     // of those, accepted
     std::atomic<int64_t> last_batch_sequences = 0;
     std::atomic<int64_t> last_prefill_tps_milli = 0;
     std::atomic<int64_t> last_decode_tps_milli = 0;

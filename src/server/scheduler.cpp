@@ -268,6 +268,8 @@ void Scheduler::release(Slot& s) {
 }
 
 void Scheduler::end(Slot& s, engine::StopReason reason) {
+    metrics_.draft_tokens += uint64_t(s.gen->usage().drafted);
+    metrics_.draft_accepted += uint64_t(s.gen->usage().accepted);
     s.out->finish(reason);
     for (auto& id : s.job->writer->tool_ids()) s.tool_ids.push_back(id);
     release(s);

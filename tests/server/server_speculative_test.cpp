@@ -85,6 +85,11 @@ TEST_F(ServerSpeculative, GreedyAnswersEqualThoseWithoutDraftsInEveryApiAndSlot)
         ASSERT_EQ(got[i].status, 200) << got[i].body;
         EXPECT_EQ(answer(got[i]), want[i]) << reqs[i].path;
     }
+    // The drafts were verified (the metrics count them), and some of these were rejected.
+    const std::string m = http("GET", spec.url() + "/metrics").body;
+    const size_t at = m.find("\nds4_draft_tokens_total ");
+    ASSERT_NE(at, std::string::npos) << m;
+    EXPECT_GT(std::stoll(m.substr(at + 24)), 0) << m;
     // Streamed: the same text in the deltas.
     auto streamed = [](const HttpResult& r) {
         std::string text;
