@@ -136,32 +136,16 @@ void AttentionPass::project(const float* a) {
     if (w_.ratio == 4) index_comp_.add_ape(R_);
 }
 
-// Query: qr -> qn (kept for the indexer) -> q, per-head RMS, RoPE; the indexer's queries from
-// qn in the same region.
+// Query (attention_queries), with the indexer's queries from qn in the same region.
 void AttentionPass::prepare_queries() {
-    const int64_t Rq = c_.q_lora_rank;
-    for_tokens(ctx_.pool, n_, [&](int64_t t) { ops::rms_norm(&qr_[t * Rq], Rq, w_.q_a_norm, c_.norm_eps, &qn_[t * Rq]); });
-    std::vector<ops::Product> products = {{&w_.q_b, q_}};
-    if (indexer_) products.push_back({&w_.indexer_q_b, iq_});
-    ops::matmul_shared_input(qn_, n_, Rq, products, ctx_.pool);
-    for_tokens(ctx_.pool, n_, [&](int64_t t) {
-        for (int64_t h = 0; h < H_; ++h) {
-            float* qh = &q_[(t * H_ + h) * Dh_];
-            ops::rms_norm(qh, Dh_, nullptr, c_.norm_eps, qh);
-        }
-        rope_.apply(&q_[t * H_ * Dh_], int(H_), int(Dh_), pos(t));
-    });
+    std::vector<ops::Product> more;
+    if (indexer_) more.push_back({&w_.indexer_q_b, iq_});
+    attention_queries(ctx_, w_, rope_, qr_, n_, R_.pos.data(), qn_, q_, more);
 }
 
 // KV row: key and value at once.
 void AttentionPass::prepare_kv() {
-    const int64_t nope = Dh_ - c_.rope_dim;
-    for_tokens(ctx_.pool, n_, [&](int64_t t) {
-        float* row = &kv_[t * Dh_];
-        ops::rms_norm(row, Dh_, w_.kv_norm, c_.norm_eps, row);
-        rope_.apply(row, 1, int(Dh_), pos(t));
-        if (R_.qat(t)) ops::fp8_roundtrip(row, nope);
-    });
+    for_tokens(ctx_.pool, n_, [&](int64_t t) { attention_kv_row(c_, w_, rope_, &kv_[t * Dh_], pos(t), R_.qat(t)); });
 }
 
 // The indexer's queries roped (QAT: Hadamard + FP4) and its head weights scaled.
@@ -261,30 +245,68 @@ void AttentionPass::attend() {
         [&](int64_t t) { rope_.apply(&q_[t * H_ * Dh_], int(H_), int(Dh_), pos(t), /*inverse=*/true); });
 }
 
-// Grouped output (§3.3.8): group g's heads through its own row block of out_a; then hc_post.
 void AttentionPass::output(const std::vector<ops::HcMix>& mixes, float* X) {
-    const int64_t D = c_.n_embd, HCD = c_.hc_dim();
-    const int64_t G = c_.o_groups, Ro = c_.o_lora_rank, group_in = H_ / G * Dh_;
-    if (w_.out_a.cols != group_in) fail("internal: out_a has {} columns, a group {}", w_.out_a.cols, group_in);
-    ScratchArena& scratch = ctx_.ws.arena;
-    float* z = scratch.take(n_ * G * Ro);
-    float* out = scratch.take(n_ * D);
-    ops::matmul_grouped(w_.out_a, G, q_, n_, z, ctx_.pool);
-    ops::matmul(w_.out_b, z, n_, out, ctx_.pool);
-    for_tokens(ctx_.pool, n_, [&](int64_t t) { ops::hc_post(mixes[size_t(t)], &out[t * D], X + t * HCD, D); });
+    attention_output(ctx_, w_, q_, n_, mixes.data(), X);
 }
 
 }  // namespace
+
+std::vector<ops::HcMix> attention_input(const LayerContext& ctx, const LayerWeights& w, const float* X, int64_t n,
+                                        float* a) {
+    const int64_t D = ctx.cfg.n_embd;
+    float* y = ctx.ws.arena.take(n * D);
+    std::vector<ops::HcMix> mixes = hc_pre(ctx, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, X, n, y);
+    for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.attn_norm, ctx.cfg.norm_eps, &a[t * D]); });
+    return mixes;
+}
+
+void attention_queries(const LayerContext& ctx, const LayerWeights& w, const ops::Rope& rope, const float* qr,
+                       int64_t n, const int64_t* pos, float* qn, float* q, std::span<const ops::Product> more) {
+    const ModelConfig& c = ctx.cfg;
+    const int64_t Rq = c.q_lora_rank, H = c.n_head, Dh = c.head_dim;
+    for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&qr[t * Rq], Rq, w.q_a_norm, c.norm_eps, &qn[t * Rq]); });
+    std::vector<ops::Product> products = {{&w.q_b, q}};
+    products.insert(products.end(), more.begin(), more.end());
+    ops::matmul_shared_input(qn, n, Rq, products, ctx.pool);
+    for_tokens(ctx.pool, n, [&](int64_t t) {
+        for (int64_t h = 0; h < H; ++h) {
+            float* qh = &q[(t * H + h) * Dh];
+            ops::rms_norm(qh, Dh, nullptr, c.norm_eps, qh);
+        }
+        rope.apply(&q[t * H * Dh], int(H), int(Dh), pos[t]);
+    });
+}
+
+void attention_kv_row(const ModelConfig& c, const LayerWeights& w, const ops::Rope& rope, float* row, int64_t pos,
+                      bool qat) {
+    const int64_t Dh = c.head_dim;
+    ops::rms_norm(row, Dh, w.kv_norm, c.norm_eps, row);
+    rope.apply(row, 1, int(Dh), pos);
+    if (qat) ops::fp8_roundtrip(row, Dh - c.rope_dim);
+}
+
+// Grouped output (§3.3.8): group g's heads through its own row block of out_a; then hc_post.
+void attention_output(const LayerContext& ctx, const LayerWeights& w, const float* o, int64_t n,
+                      const ops::HcMix* mixes, float* X) {
+    const ModelConfig& c = ctx.cfg;
+    const int64_t D = c.n_embd, HCD = c.hc_dim(), H = c.n_head, Dh = c.head_dim;
+    const int64_t G = c.o_groups, Ro = c.o_lora_rank, group_in = H / G * Dh;
+    if (w.out_a.cols != group_in) fail("internal: out_a has {} columns, a group {}", w.out_a.cols, group_in);
+    ScratchArena& scratch = ctx.ws.arena;
+    float* z = scratch.take(n * G * Ro);
+    float* out = scratch.take(n * D);
+    ops::matmul_grouped(w.out_a, G, o, n, z, ctx.pool);
+    ops::matmul(w.out_b, z, n, out, ctx.pool);
+    for_tokens(ctx.pool, n, [&](int64_t t) { ops::hc_post(mixes[t], &out[t * D], X + t * HCD, D); });
+}
 
 void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
     const int64_t n = ctx.rows.n, D = ctx.cfg.n_embd;
     // The sublayer's buffers (hundreds of MB for a long chunk) from the arena (blocks/workspace.h).
     ScratchArena& scratch = ctx.ws.arena;
     scratch.reset();
-    float* y = scratch.take(n * D);
     float* a = scratch.take(n * D);
-    const std::vector<ops::HcMix> mixes = hc_pre(ctx, w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base, X, n, y);
-    for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.attn_norm, ctx.cfg.norm_eps, &a[t * D]); });
+    const std::vector<ops::HcMix> mixes = attention_input(ctx, w, X, n, a);
 
     AttentionPass pass(ctx, w);
     pass.project(a);

@@ -121,7 +121,8 @@ HeadWeights Model::head_weights() const {
     return {w_.output_hc_fn, w_.output_hc_base, w_.output_hc_scale, w_.output_norm, w_.output};
 }
 
-void Model::head_rows(const HeadWeights& h, std::span<const float* const> in, std::span<float* const> out) {
+void Model::head_rows(const HeadWeights& h, std::span<const float* const> in, std::span<float* const> out,
+                      float* normed) {
     const int64_t D = cfg_.n_embd, HC = cfg_.hc;
     const int64_t k = int64_t(in.size());
     if (k == 0) return;
@@ -138,6 +139,7 @@ void Model::head_rows(const HeadWeights& h, std::span<const float* const> in, st
         ops::hc_weighted_sum(in[size_t(t)], a.data(), int(HC), D, y.data());
         ops::rms_norm(y.data(), D, h.norm, cfg_.norm_eps, yn + t * D);
     });
+    if (normed) std::memcpy(normed, yn, sizeof(float) * size_t(k * D));
     ops::Activations& act = ws_->head_in;
     act.set(yn, k, D, quant::dot_type(h.output.type), &pool());
     std::vector<const void*> act_rows(static_cast<size_t>(k));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -14,6 +15,7 @@
 #include "model/deepseek4/sequence.h"
 #include "ops/hc.h"
 #include "ops/matmul.h"
+#include "ops/rope.h"
 
 namespace ds4::deepseek4 {
 
@@ -45,6 +47,27 @@ struct LayerContext {
 
 
 void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);
+
+// The attention sublayer's steps, shared with attentions of another shape (a DSpark stage's
+// non-causal block: dspark.cpp), so both run the same arithmetic.
+//
+// The input (§3.3.1): hc_pre with hc_attn_* (y from the arena), then attn_norm into a
+// [n][n_embd]; returns the mixes for hc_post.
+std::vector<ops::HcMix> attention_input(const LayerContext& ctx, const LayerWeights& w, const float* X, int64_t n,
+                                        float* a);
+// The query path (§3.3.2) from qr = q_a·a [n][q_lora_rank]: qn = RMSNorm_{q_a_norm}(qr),
+// q = q_b·qn (with the `more` products of qn in the same parallel region), each head
+// RMS-normalised and roped at pos[t].
+void attention_queries(const LayerContext& ctx, const LayerWeights& w, const ops::Rope& rope, const float* qr,
+                       int64_t n, const int64_t* pos, float* qn, float* q, std::span<const ops::Product> more = {});
+// The KV row (§3.3.3) from attn_kv·a, in place: RMSNorm_{kv_norm}, RoPE at pos, and (qat) the
+// FP8 round trip of the non-rope dims.
+void attention_kv_row(const ModelConfig& c, const LayerWeights& w, const ops::Rope& rope, float* row, int64_t pos,
+                      bool qat);
+// The grouped output projection (§3.3.8) of the heads' outputs o [n][n_head*head_dim], then
+// hc_post of row t into X [n][hc][n_embd] with mixes[t]; buffers from the arena.
+void attention_output(const LayerContext& ctx, const LayerWeights& w, const float* o, int64_t n,
+                      const ops::HcMix* mixes, float* X);
 void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);
 
 // hc_pre for every row (§3.2): the sublayer inputs y [n][n_embd] and the mixes that hc_post

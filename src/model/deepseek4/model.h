@@ -28,6 +28,7 @@ struct Workspace;
 
 namespace ds4::deepseek4 {
 
+class DsparkHead;
 class ExtraBlock;
 class MtpHead;
 
@@ -88,7 +89,8 @@ public:
     HeadWeights head_weights() const;
 
 private:
-    friend class MtpHead;  // runs its projections, block and head under this model's lock
+    friend class MtpHead;     // runs its projections, block and head under this model's lock
+    friend class DsparkHead;  // runs its stages and head under this model's lock
     explicit Model(int threads);
     // Checks a batch before anything changes: sequences of this model, each once, token ids
     // in the vocabulary, room in every context. `advancing`: rows will be appended.
@@ -97,8 +99,10 @@ private:
     void layers_unlocked(model::Batch b, float* hidden);
     void head_unlocked(model::Batch b, const float* hidden);
     void block_unlocked(const ExtraBlock& block, model::Batch b, float* X);
-    // logits out[t] of the HC state rows in[t] through head h.
-    void head_rows(const HeadWeights& h, std::span<const float* const> in, std::span<float* const> out);
+    // logits out[t] of the HC state rows in[t] through head h; `normed` (may be null): the
+    // rows' final normed hidden states [in.size()][n_embd] (what the projection reads).
+    void head_rows(const HeadWeights& h, std::span<const float* const> in, std::span<float* const> out,
+                   float* normed = nullptr);
 
     std::unique_ptr<gguf::File> file_;
     ModelConfig cfg_;
