@@ -205,7 +205,7 @@ TEST_F(BenchCli, SpecAidVerifiesDraftsAndReportsTheirCounts) {
     struct SpecRow {
         long long ctx = 0, gen = 0, draft = 0, steps = 0, drafted = 0, accepted = 0;
         double gen_tps = 0, accept = 0, rows_per_step = 0, acceptance = 0, tokens_per_step = 0,
-               x_plain = 0;
+               x_plain = 0, cpu_ms = 0;
     };
     const std::string csv = dir_.file("spec.csv"), probes = dir_.file("spec.txt");
     const long long G = 12;
@@ -220,19 +220,19 @@ TEST_F(BenchCli, SpecAidVerifiesDraftsAndReportsTheirCounts) {
     EXPECT_EQ(lines[0],
               "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,sessions,"
               "draft_max,aid_accept,steps,drafted,accepted,drafted_per_step,accepted_per_step,"
-              "rows_per_step,acceptance,tokens_per_step,ms_per_step,x_plain");
+              "rows_per_step,acceptance,tokens_per_step,ms_per_step,x_plain,cpu_ms_per_step");
     std::vector<SpecRow> rows;
     for (size_t i = 1; i < lines.size(); ++i) {
         std::vector<std::string> f;
         std::stringstream ss(lines[i]);
         for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
-        ASSERT_EQ(f.size(), 19u) << lines[i];
+        ASSERT_EQ(f.size(), 20u) << lines[i];
         rows.push_back({.ctx = std::stoll(f[0]), .gen = std::stoll(f[3]), .draft = std::stoll(f[7]),
                         .steps = std::stoll(f[9]), .drafted = std::stoll(f[10]),
                         .accepted = std::stoll(f[11]), .gen_tps = std::stod(f[4]),
                         .accept = std::stod(f[8]), .rows_per_step = std::stod(f[14]),
                         .acceptance = std::stod(f[15]), .tokens_per_step = std::stod(f[16]),
-                        .x_plain = std::stod(f[18])});
+                        .x_plain = std::stod(f[18]), .cpu_ms = std::stod(f[19])});
     }
     const double accepts[] = {1, 0.5, 0};
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -242,6 +242,7 @@ TEST_F(BenchCli, SpecAidVerifiesDraftsAndReportsTheirCounts) {
         EXPECT_EQ(row.ctx, i < 7 ? 32 : 64);
         EXPECT_EQ(row.gen, G);
         EXPECT_TRUE(std::isfinite(row.gen_tps) && row.gen_tps > 0);
+        EXPECT_GT(row.cpu_ms, 0);
         if (k == 0) {
             EXPECT_EQ(row.draft, 0);
             EXPECT_EQ(row.steps, G);

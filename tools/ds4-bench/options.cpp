@@ -83,8 +83,8 @@ ParseResult parse_options(int argc, char** argv) {
         "  bench/plot_speed.py out.csv --title \"my machine\" > out.svg\n"
         "With --spec-aid the probe first decodes untimed (the greedy continuation), then plainly\n"
         "(timed), then with the aid's drafts per depth and acceptance; rows add draft_max,\n"
-        "aid_accept, steps, drafted, accepted, per-step rates and x_plain (t/s over the plain\n"
-        "probe's at the same frontier).");
+        "aid_accept, steps, drafted, accepted, per-step rates, x_plain (t/s over the plain\n"
+        "probe's at the same frontier) and cpu_ms_per_step.");
     if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
     if (o.prompt_file.empty() && o.token_ids.empty()) {
         std::fprintf(stderr, "ds4-bench: give the sequence to walk: --prompt-file FILE or "

@@ -10,10 +10,11 @@ std::string csv_line(const Row& r, bool spec) {
     std::string line = fmt::format("{},{},{:.3f},{},{:.3f},{},{}", r.ctx_tokens, r.prefill_tokens,
                                    r.prefill_tps, r.gen_tokens, r.gen_tps, r.kvcache_bytes, r.sessions);
     if (spec)
-        line += fmt::format(",{},{:.3f},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}",
+        line += fmt::format(",{},{:.3f},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}",
                             r.draft_max, r.aid_accept, r.steps, r.drafted, r.accepted,
                             r.per_step(r.drafted), r.per_step(r.accepted), r.rows_per_step(),
-                            r.acceptance(), r.tokens_per_step(), r.ms_per_step(), r.x_plain());
+                            r.acceptance(), r.tokens_per_step(), r.ms_per_step(), r.x_plain(),
+                            r.cpu_ms_per_step());
     return line;
 }
 
@@ -37,8 +38,8 @@ void print_table_header(std::FILE* out, bool spec) {
     std::fprintf(out, "%10s %10s %12s %8s %10s %12s", "ctx", "prefill", "prefill t/s", "gen",
                  "gen t/s", "KV MiB");
     if (spec)
-        std::fprintf(out, " %6s %7s %7s %8s %8s %8s %7s %7s %8s %7s", "draft", "aid p", "steps",
-                     "drft/st", "acc/st", "rows/st", "acc %", "tok/st", "ms/step", "x plain");
+        std::fprintf(out, " %6s %7s %7s %8s %8s %8s %7s %7s %8s %7s %8s", "draft", "aid p", "steps",
+                     "drft/st", "acc/st", "rows/st", "acc %", "tok/st", "ms/step", "x plain", "cpu ms");
     std::fprintf(out, "\n");
     std::fflush(out);
 }
@@ -49,10 +50,11 @@ void print_table_row(std::FILE* out, const Row& r, bool spec) {
                  r.prefill_tps, static_cast<long long>(r.gen_tokens), r.gen_tps,
                  double(r.kvcache_bytes) / (1024.0 * 1024.0));
     if (spec)
-        std::fprintf(out, " %6lld %7.2f %7lld %8.2f %8.2f %8.2f %7.1f %7.2f %8.2f %7.2f",
+        std::fprintf(out, " %6lld %7.2f %7lld %8.2f %8.2f %8.2f %7.1f %7.2f %8.2f %7.2f %8.2f",
                      static_cast<long long>(r.draft_max), r.aid_accept, static_cast<long long>(r.steps),
                      r.per_step(r.drafted), r.per_step(r.accepted), r.rows_per_step(),
-                     100.0 * r.acceptance(), r.tokens_per_step(), r.ms_per_step(), r.x_plain());
+                     100.0 * r.acceptance(), r.tokens_per_step(), r.ms_per_step(), r.x_plain(),
+                     r.cpu_ms_per_step());
     std::fprintf(out, "\n");
     std::fflush(out);
 }

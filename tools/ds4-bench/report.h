@@ -27,6 +27,7 @@ struct Row {
     int64_t drafted = 0;         // draft tokens evaluated
     int64_t accepted = 0;        // of those, kept (equal to the greedy choice)
     double plain_tps = 0;        // the plain probe's gen_tps at the same frontier (0: unknown)
+    double cpu_seconds = 0;      // the process's CPU time over the probe (all threads)
 
     double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0; }
     double per_step(int64_t n) const { return steps ? double(n) / double(steps) : 0; }
@@ -37,6 +38,9 @@ struct Row {
         return steps && gen_tps > 0 ? 1000.0 * double(gen_tokens) / gen_tps / double(steps) : 0;
     }
     double x_plain() const { return plain_tps > 0 ? gen_tps / plain_tps : 0; }
+    // CPU time per step: on a shared machine, less inflated than wall time by other
+    // processes taking the cores (not by their share of the memory bandwidth).
+    double cpu_ms_per_step() const { return steps ? 1000.0 * cpu_seconds / double(steps) : 0; }
 };
 
 inline constexpr const char* kCsvHeader =
@@ -45,7 +49,7 @@ inline constexpr const char* kCsvHeader =
 // The verification columns that follow kCsvHeader with --spec-aid.
 inline constexpr const char* kSpecCsvColumns =
     "draft_max,aid_accept,steps,drafted,accepted,drafted_per_step,accepted_per_step,"
-    "rows_per_step,acceptance,tokens_per_step,ms_per_step,x_plain";
+    "rows_per_step,acceptance,tokens_per_step,ms_per_step,x_plain,cpu_ms_per_step";
 
 std::string csv_line(const Row& r, bool spec = false);  // no newline
 

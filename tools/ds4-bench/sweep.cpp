@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <string>
 
 #include "aid_drafter.h"
@@ -17,10 +18,16 @@ double seconds_since(clock::time_point t0) {
     return std::chrono::duration<double>(clock::now() - t0).count();
 }
 
+double process_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 // What one decode probe did: its time, sequence 0's generator usage, and every token sequence
 // 0 emitted (the chosen first token, then each sampled one: gen_tokens + 1 in all).
 struct Probe {
-    double seconds = 0;
+    double seconds = 0, cpu_seconds = 0;
     engine::GeneratorUsage usage;
     std::vector<int32_t> emitted;
 };
@@ -54,6 +61,7 @@ Probe plain_probe(model::Model& model, model::Session& s, const std::vector<floa
     std::vector<model::BatchItem> batch(static_cast<size_t>(n));
     if (timed && opt.before_probe) opt.before_probe();
     const auto t0 = clock::now();
+    const double c0 = process_cpu_seconds();
     for (int64_t i = 0; i < G; ++i) {
         for (int64_t k = 0; k < n; ++k) {
             const auto rows = gens[size_t(k)].next(1);
@@ -68,6 +76,7 @@ Probe plain_probe(model::Model& model, model::Session& s, const std::vector<floa
         }
     }
     p.seconds = seconds_since(t0);
+    p.cpu_seconds = process_cpu_seconds() - c0;
     if (timed && opt.after_probe) opt.after_probe();
     p.usage = gens[0].usage();
     return p;
@@ -93,6 +102,7 @@ Probe spec_probe(model::Model& model, model::Session& s, const std::vector<float
     };
     if (opt.before_probe) opt.before_probe();
     const auto t0 = clock::now();
+    const double c0 = process_cpu_seconds();
     for (;;) {
         const auto rows = g.next(1);
         const model::BatchItem item{&g.sequence(), rows.tokens, rows.want, rows.logits};
@@ -106,6 +116,7 @@ Probe spec_probe(model::Model& model, model::Session& s, const std::vector<float
         }
     }
     p.seconds = seconds_since(t0);
+    p.cpu_seconds = process_cpu_seconds() - c0;
     if (opt.after_probe) opt.after_probe();
     p.usage = g.usage();
     return p;
@@ -183,6 +194,7 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
         r.gen_tps = double(opt.sessions * G) / plain.seconds;
         r.plain_tps = r.gen_tps;
         r.steps = plain.usage.steps;
+        r.cpu_seconds = plain.cpu_seconds;
         const auto& held = s.sequence().tokens();
         probe.assign(held.begin() + f, held.end());
         if (spec) check_same(truth, plain.emitted, f, "the plain probe");
@@ -199,6 +211,7 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
                 s.restore(*snap);
                 Row v = r;
                 v.gen_tps = double(G) / p.seconds;
+                v.cpu_seconds = p.cpu_seconds;
                 v.draft_max = depth;
                 v.aid_accept = accept;
                 v.steps = p.usage.steps;
