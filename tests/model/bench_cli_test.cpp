@@ -3,11 +3,13 @@
 // upstream's CSV with one row per frontier (incremental prefill intervals, positive finite
 // rates, KV bytes growing with the context), its decode probe is the greedy continuation
 // from the frontier (so snapshot/restore really brings the session back), bad arguments
-// fail with a clear message, and bench/plot_speed.py turns the CSV into an SVG. Timings
+// fail with a clear message, --spec-aid measures speculative verification (and checks its
+// output), and bench/plot_speed.py turns the CSV into an SVG. Timings
 // themselves are benchmarks (docs/PERFORMANCE.md), not tests.
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -191,6 +193,117 @@ TEST_F(BenchCli, WarmupLeavesTheWalkUnchanged) {
     const auto want = read_lines(dir_.file("cold.txt"));
     ASSERT_EQ(want.size(), 3u);
     EXPECT_EQ(read_lines(dir_.file("warm.txt")), want);
+}
+
+// --spec-aid D,.. --spec-aid-accept P,..: after each frontier's plain probe, one probe per depth
+// and acceptance through speculative verification, from drafts of the known greedy
+// continuation. The bench fails unless each decodes exactly the plain probe's tokens, so exit 0
+// is verification's promise kept; the counts follow from the depth (all right: ceil(G / (D+1))
+// steps; all wrong: one token per step with min(D, tokens left) drafts each), and the CSV and
+// table carry the verification columns.
+TEST_F(BenchCli, SpecAidVerifiesDraftsAndReportsTheirCounts) {
+    struct SpecRow {
+        long long ctx = 0, gen = 0, draft = 0, steps = 0, drafted = 0, accepted = 0;
+        double gen_tps = 0, accept = 0, rows_per_step = 0, acceptance = 0, tokens_per_step = 0,
+               x_plain = 0, cpu_ms = 0;
+    };
+    const std::string csv = dir_.file("spec.csv"), probes = dir_.file("spec.txt");
+    const long long G = 12;
+    const auto r = bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "64",
+                          "--step-incr", "32", "--gen-tokens", std::to_string(G), "--spec-aid",
+                          "1,3", "--spec-aid-accept", "1,0.5,0", "--csv", csv, "--dump-probe-ids",
+                          probes});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("x plain"), std::string::npos) << r.output;
+    const auto lines = read_lines(csv);
+    ASSERT_EQ(lines.size(), 1u + 2 * 7) << r.output;  // per frontier: plain, 2 depths x 3
+    EXPECT_EQ(lines[0],
+              "ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,sessions,"
+              "draft_max,aid_accept,steps,drafted,accepted,drafted_per_step,accepted_per_step,"
+              "rows_per_step,acceptance,tokens_per_step,ms_per_step,x_plain,cpu_ms_per_step");
+    std::vector<SpecRow> rows;
+    for (size_t i = 1; i < lines.size(); ++i) {
+        std::vector<std::string> f;
+        std::stringstream ss(lines[i]);
+        for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
+        ASSERT_EQ(f.size(), 20u) << lines[i];
+        rows.push_back({.ctx = std::stoll(f[0]), .gen = std::stoll(f[3]), .draft = std::stoll(f[7]),
+                        .steps = std::stoll(f[9]), .drafted = std::stoll(f[10]),
+                        .accepted = std::stoll(f[11]), .gen_tps = std::stod(f[4]),
+                        .accept = std::stod(f[8]), .rows_per_step = std::stod(f[14]),
+                        .acceptance = std::stod(f[15]), .tokens_per_step = std::stod(f[16]),
+                        .x_plain = std::stod(f[18]), .cpu_ms = std::stod(f[19])});
+    }
+    const double accepts[] = {1, 0.5, 0};
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const SpecRow& row = rows[i];
+        SCOPED_TRACE(lines[i + 1]);
+        const size_t k = i % 7;  // 0: plain; then depth 1 at 1, 0.5, 0; depth 3 at 1, 0.5, 0
+        EXPECT_EQ(row.ctx, i < 7 ? 32 : 64);
+        EXPECT_EQ(row.gen, G);
+        EXPECT_TRUE(std::isfinite(row.gen_tps) && row.gen_tps > 0);
+        EXPECT_GT(row.cpu_ms, 0);
+        if (k == 0) {
+            EXPECT_EQ(row.draft, 0);
+            EXPECT_EQ(row.steps, G);
+            EXPECT_EQ(row.drafted, 0);
+            EXPECT_DOUBLE_EQ(row.x_plain, 1.0);
+            continue;
+        }
+        const long long D = k <= 3 ? 1 : 3;
+        const double p = accepts[(k - 1) % 3];
+        EXPECT_EQ(row.draft, D);
+        EXPECT_DOUBLE_EQ(row.accept, p);
+        EXPECT_NEAR(row.x_plain, row.gen_tps / rows[i - k].gen_tps, 1e-3 * row.x_plain + 1e-3);
+        EXPECT_NEAR(row.tokens_per_step, double(G) / double(row.steps), 1e-4);
+        EXPECT_NEAR(row.rows_per_step, double(row.steps + row.drafted) / double(row.steps), 1e-4);
+        if (p == 1) {
+            EXPECT_EQ(row.steps, (G + D) / (D + 1));
+            EXPECT_EQ(row.accepted, G - row.steps);
+            EXPECT_EQ(row.drafted, row.accepted);
+            EXPECT_DOUBLE_EQ(row.acceptance, 1.0);
+        } else if (p == 0) {
+            long long drafted = 0;
+            for (long long e = 1; e <= G; ++e) drafted += std::min(D, G - e);
+            EXPECT_EQ(row.steps, G);
+            EXPECT_EQ(row.drafted, drafted);
+            EXPECT_EQ(row.accepted, 0);
+        } else {
+            EXPECT_GT(row.accepted, 0);
+            EXPECT_LT(row.accepted, row.drafted);
+            EXPECT_EQ(row.steps + row.accepted, G);  // every step emits its accepted drafts + 1
+            EXPECT_NEAR(row.acceptance, double(row.accepted) / double(row.drafted), 1e-4);
+        }
+    }
+    // The probe ids are dumped once per frontier (the verified probes decoded the same), and
+    // they are the plain bench's.
+    const std::string plain = dir_.file("plain.txt");
+    ASSERT_EQ(bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "64", "--step-incr",
+                     "32", "--gen-tokens", std::to_string(G), "--dump-probe-ids", plain}).exit_code, 0);
+    ASSERT_EQ(read_lines(probes).size(), 2u);
+    EXPECT_EQ(read_lines(probes), read_lines(plain));
+}
+
+TEST_F(BenchCli, SpecAidRefusesBadSettings) {
+    const std::vector<std::string> base = {"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "32"};
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--spec-aid", "0"}, "--spec-aid"},
+        {{"--spec-aid", "2", "--spec-aid-accept", "1.5"}, "--spec-aid-accept"},
+        {{"--spec-aid-accept", "0.5"}, "--spec-aid"},
+        {{"--spec-aid", "2", "--sessions", "2"}, "--spec-aid needs --sessions 1"},
+        {{"--spec-aid", "2", "--gen-tokens", "0"}, "--gen-tokens above 0"},
+    };
+    for (const auto& [extra, message] : cases) {
+        auto args = base;
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = bench(args);
+        EXPECT_NE(r.exit_code, 0) << message << "\n" << r.output;
+        EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    }
+    const auto help = run_command({binary("ds4-bench"), "--help"});
+    ASSERT_EQ(help.exit_code, 0) << help.output;
+    for (const char* flag : {"--spec-aid N", "--spec-aid-accept P"})
+        EXPECT_NE(help.output.find(flag), std::string::npos) << flag;
 }
 
 TEST_F(BenchCli, BadArgumentsFailWithAClearMessage) {

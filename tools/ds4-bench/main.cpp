@@ -56,6 +56,9 @@ int run(const Options& o) {
     so.session = mo.session();
     so.warmup = o.warmup;
     so.sessions = o.sessions;
+    so.spec_depths = o.spec_aid;
+    so.spec_accepts = o.spec_aid_accept;
+    const bool spec = !o.spec_aid.empty();
     // With --ssd-streaming, each decode probe's own cache counters (the table's gen t/s is
     // the speed-sensitive path; the end-of-run line mixes in the prefill).
     streaming::CacheStats probe_start;
@@ -79,17 +82,24 @@ int run(const Options& o) {
                 o.model.c_str(), ids.size(), frontiers(o.shape).size(), started.threads,
                 static_cast<long long>(so.session.ctx), static_cast<long long>(o.prefill_chunk),
                 o.qat ? "" : ", no QAT", static_cast<long long>(o.warmup), static_cast<long long>(o.sessions));
-    CsvWriter csv(o.csv);
+    if (spec) {
+        std::printf("speculative verification aid: draft depths");
+        for (const int64_t d : o.spec_aid) std::printf(" %lld", static_cast<long long>(d));
+        std::printf(", each at acceptance");
+        for (const double p : o.spec_aid_accept) std::printf(" %g", p);
+        std::printf("; outputs checked against plain greedy decoding\n");
+    }
+    CsvWriter csv(o.csv, spec);
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> probes(nullptr, &std::fclose);
     if (!o.dump_probe_ids.empty()) {
         probes.reset(std::fopen(o.dump_probe_ids.c_str(), "w"));
         if (!probes) fail("--dump-probe-ids {}: cannot open for writing", o.dump_probe_ids);
     }
-    print_table_header(stdout);
+    print_table_header(stdout, spec);
     run_sweep(model, ids, so, [&](const Row& r, const std::vector<int32_t>& probe) {
-        print_table_row(stdout, r);
+        print_table_row(stdout, r, spec);
         csv.add(r);
-        if (probes) {
+        if (probes && r.draft_max == 0) {  // the verified probes decode the same ids
             for (size_t i = 0; i < probe.size(); ++i)
                 std::fprintf(probes.get(), i ? " %d" : "%d", probe[i]);
             std::fprintf(probes.get(), "\n");

@@ -48,6 +48,19 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_option("--dump-probe-ids", o.dump_probe_ids,
                    "Write each probe's greedy token ids, one line per frontier (diagnostics)")
         ->option_text("FILE")->group("Output");
+    auto* aid = app.add_option("--spec-aid", o.spec_aid,
+                   "Measure speculative verification: at each frontier, after the plain probe, "
+                   "decode the same tokens again with a drafter that proposes N tokens per step "
+                   "from the known greedy continuation (one probe per N of the list, e.g. 1,2,3); "
+                   "the output must equal the plain probe's")
+        ->option_text("N[,N...]")->delimiter(',')->check(CLI::Range(int64_t(1), int64_t(256)))
+        ->group("Speculative verification");
+    app.add_option("--spec-aid-accept", o.spec_aid_accept,
+                   "The chance that each draft token of --spec-aid is right (a wrong one is "
+                   "another id, decided per position), one probe per value (default 1; e.g. "
+                   "1,0.5,0)")
+        ->option_text("P[,P...]")->delimiter(',')->check(CLI::Range(0.0, 1.0))->needs(aid)
+        ->group("Speculative verification");
     frontend::add_model_flags(app, o,
                               {.group = "Runtime",
                                .ctx_names = "-c,--ctx,--ctx-alloc",
@@ -67,11 +80,18 @@ ParseResult parse_options(int argc, char** argv) {
         "  ds4-bench -m ds4flash.gguf --prompt-file speed-bench/promessi_sposi.txt --csv out.csv\n"
         "  ds4-bench -m models/flash4.gguf --token-ids ids.txt --ctx-start 512 --ctx-max 4096 \\\n"
         "            --step-incr 512 --gen-tokens 32 --threads 2 --csv out.csv\n"
-        "  bench/plot_speed.py out.csv --title \"my machine\" > out.svg");
+        "  bench/plot_speed.py out.csv --title \"my machine\" > out.svg\n"
+        "With --spec-aid the probe first decodes untimed (the greedy continuation), then plainly\n"
+        "(timed), then with the aid's drafts per depth and acceptance; rows add draft_max,\n"
+        "aid_accept, steps, drafted, accepted, per-step rates, x_plain (t/s over the plain\n"
+        "probe's at the same frontier) and cpu_ms_per_step.");
     if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
     if (o.prompt_file.empty() && o.token_ids.empty()) {
         std::fprintf(stderr, "ds4-bench: give the sequence to walk: --prompt-file FILE or "
                              "--token-ids FILE (see --help)\n");
+        r.exit_code = 2;
+    } else if (!o.spec_aid.empty() && (o.sessions != 1 || o.shape.gen_tokens == 0)) {
+        std::fprintf(stderr, "ds4-bench: --spec-aid needs --sessions 1 and --gen-tokens above 0\n");
         r.exit_code = 2;
     }
     return r;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "frontend/model_options.h"
 #include "frontier.h"
@@ -24,6 +25,10 @@ struct Options : frontend::ModelOptions {
     int64_t sessions = 1;       // --sessions N: sequences decoding together in each probe
     int64_t warmup = 0;         // --warmup N: untimed prefill of N tokens first, then reset
     std::string dump_probe_ids; // --dump-probe-ids FILE: each probe's greedy ids, one line per row
+    // --spec-aid N[,N...]: after the plain probe, probes verifying N drafts per step from the
+    // aid (aid_drafter.h), one per depth and --spec-aid-accept P[,P...] (default 1).
+    std::vector<int64_t> spec_aid;
+    std::vector<double> spec_aid_accept{1.0};
 };
 
 struct ParseResult {

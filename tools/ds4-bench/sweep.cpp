@@ -2,27 +2,153 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <string>
 
+#include "aid_drafter.h"
 #include "common/error.h"
 #include "engine/generator.h"
 
 namespace ds4::bench {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+}
+
+double process_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+// What one decode probe did: its time, sequence 0's generator usage, and every token sequence
+// 0 emitted (the chosen first token, then each sampled one: gen_tokens + 1 in all).
+struct Probe {
+    double seconds = 0, cpu_seconds = 0;
+    engine::GeneratorUsage usage;
+    std::vector<int32_t> emitted;
+};
+
+// The plain probe from the frontier `s` holds (its next-token logits in `logits`): n
+// generators, greedy and never EOS, each starting from its own best token; every step is one
+// batched call with one row per sequence. Sequences 1..n-1 are clones of s's. `timed`: the
+// probe hooks run around it.
+Probe plain_probe(model::Model& model, model::Session& s, const std::vector<float>& logits,
+                  const SweepOptions& opt, int64_t n, bool timed) {
+    const int64_t V = model.info().n_vocab, G = opt.shape.gen_tokens;
+    std::vector<std::unique_ptr<model::Sequence>> others;  // sequences 1..n-1
+    for (int64_t i = 1; i < n; ++i) others.push_back(s.sequence().clone());
+    std::vector<engine::Generator> gens;
+    gens.reserve(size_t(n));
+    const std::vector<int32_t> firsts = best_non_eos(logits.data(), V, opt.eos, n);
+    for (int64_t k = 0; k < n; ++k) {
+        auto& g = gens.emplace_back(k == 0 ? s.sequence() : *others[size_t(k - 1)],
+                                    engine::GeneratorConfig{.n_vocab = V, .eos = opt.eos});
+        g.set_logits(logits);
+        g.begin({.sampling = {.temperature = 0}, .ban_eos = true});
+        g.choose(firsts[size_t(k)]);
+    }
+    Probe p;
+    p.emitted = {firsts[0]};
+    const std::function<bool(int32_t)> record = [&](int32_t id) {
+        p.emitted.push_back(id);
+        return true;
+    };
+    const std::function<bool(int32_t)> keep_going = [](int32_t) { return true; };
+    std::vector<model::BatchItem> batch(static_cast<size_t>(n));
+    if (timed && opt.before_probe) opt.before_probe();
+    const auto t0 = clock::now();
+    const double c0 = process_cpu_seconds();
+    for (int64_t i = 0; i < G; ++i) {
+        for (int64_t k = 0; k < n; ++k) {
+            const auto rows = gens[size_t(k)].next(1);
+            batch[size_t(k)] = rows.item(&gens[size_t(k)].sequence());
+        }
+        model.eval(batch);
+        for (size_t k = 0; k < gens.size(); ++k) {
+            gens[k].evaluated();
+            const auto stop = gens[k].advance(k == 0 ? record : keep_going);
+            if (stop && i + 1 < G)
+                fail("decode probe stopped after {} of {} tokens: {}", i + 1, G, engine::to_string(*stop));
+        }
+    }
+    p.seconds = seconds_since(t0);
+    p.cpu_seconds = process_cpu_seconds() - c0;
+    if (timed && opt.after_probe) opt.after_probe();
+    p.usage = gens[0].usage();
+    return p;
+}
+
+// The same decode as a one-sequence plain probe, through speculative verification: each step
+// evaluates the pending token and up to `depth` drafts of `drafter`, and the generator keeps
+// the accepted prefix. It stops after the plain probe's gen_tokens + 1 emitted tokens, when
+// the sequence holds the same gen_tokens positions.
+Probe spec_probe(model::Model& model, model::Session& s, const std::vector<float>& logits,
+                 const SweepOptions& opt, int32_t first, engine::Drafter& drafter, int64_t depth) {
+    const int64_t V = model.info().n_vocab, G = opt.shape.gen_tokens;
+    engine::Generator g(s.sequence(), {.n_vocab = V, .eos = opt.eos, .hidden_size = model.info().hidden_size});
+    g.set_logits(logits);
+    g.set_drafter(&drafter);
+    g.begin({.sampling = {.temperature = 0}, .max_tokens = G + 1, .ban_eos = true, .max_draft = int(depth)});
+    g.choose(first);
+    Probe p;
+    p.emitted = {first};
+    const auto record = [&](int32_t id) {
+        p.emitted.push_back(id);
+        return true;
+    };
+    if (opt.before_probe) opt.before_probe();
+    const auto t0 = clock::now();
+    const double c0 = process_cpu_seconds();
+    for (;;) {
+        const auto rows = g.next(1);
+        const model::BatchItem item = rows.item(&g.sequence());
+        model.eval(model::Batch(&item, 1));
+        g.evaluated();
+        if (const auto stop = g.advance(record)) {
+            if (*stop != engine::StopReason::Length)
+                fail("speculative probe stopped after {} of {} tokens: {}", p.emitted.size() - 1, G,
+                     engine::to_string(*stop));
+            break;
+        }
+    }
+    p.seconds = seconds_since(t0);
+    p.cpu_seconds = process_cpu_seconds() - c0;
+    if (opt.after_probe) opt.after_probe();
+    p.usage = g.usage();
+    return p;
+}
+
+// Verification's promise: the tokens are those of plain greedy decoding.
+void check_same(const std::vector<int32_t>& truth, const std::vector<int32_t>& got, int64_t frontier,
+                const std::string& what) {
+    const size_t n = std::min(truth.size(), got.size());
+    const size_t at = size_t(std::mismatch(truth.begin(), truth.begin() + n, got.begin()).first - truth.begin());
+    if (at == n && truth.size() == got.size()) return;
+    if (at == n)
+        fail("{} at frontier {} emitted {} tokens where plain greedy decoding emitted {}", what,
+             frontier, got.size(), truth.size());
+    fail("{} at frontier {} differs from plain greedy decoding at token {}: {} instead of {}", what,
+         frontier, at, got[at], truth[at]);
+}
+
+}  // namespace
 
 std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
                            const SweepOptions& opt, const RowCallback& on_row) {
-    using clock = std::chrono::steady_clock;
-    const auto seconds = [](clock::time_point a, clock::time_point b) {
-        return std::chrono::duration<double>(b - a).count();
-    };
     const std::vector<int64_t> fronts = frontiers(opt.shape);
-    const int64_t need = context_needed(opt.shape);
+    const int64_t need = context_needed(opt.shape), G = opt.shape.gen_tokens;
     if (opt.session.ctx < need)
         fail("--ctx {} is too small: the last frontier {} plus --gen-tokens {} needs {}",
-             opt.session.ctx, fronts.back(), opt.shape.gen_tokens, need);
+             opt.session.ctx, fronts.back(), G, need);
     if (opt.sessions < 1) fail("--sessions {} must be at least 1", opt.sessions);
+    const bool spec = !opt.spec_depths.empty() && G > 0;
+    if (spec && opt.sessions != 1) fail("--spec-aid needs --sessions 1 (got {})", opt.sessions);
     if (int64_t(ids.size()) < fronts.back())
         fail("{} tokens to walk, fewer than the last frontier {}", ids.size(), fronts.back());
-    const int64_t V = model.info().n_vocab;
 
     // The probe evaluates exactly gen_tokens tokens, up to the last position of --ctx; the
     // generator stops a token earlier (it wants room after the token it emits), so the
@@ -46,58 +172,54 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
         const std::vector<int32_t> interval(ids.begin() + done, ids.begin() + f);
         const auto t0 = clock::now();
         s.eval(interval, &logits);
-        r.prefill_tps = double(r.prefill_tokens) / seconds(t0, clock::now());
+        r.prefill_tps = double(r.prefill_tokens) / seconds_since(t0);
         done = f;
         r.kvcache_bytes = s.state_bytes_used();
-
+        r.gen_tokens = G;
         probe.clear();
-        r.gen_tokens = opt.shape.gen_tokens;
-        if (r.gen_tokens > 0) {
-            // Nothing follows the last frontier: no need to come back to it.
-            const bool last = f == fronts.back();
-            const auto snap = last ? nullptr : s.snapshot();
-            const int64_t N = opt.sessions;
-            r.sessions = N;
-            std::vector<std::unique_ptr<model::Sequence>> others;  // sequences 1..N-1
-            for (int64_t i = 1; i < N; ++i) others.push_back(s.sequence().clone());
-            // One generator per sequence, greedy and never EOS, each starting from its own
-            // best token; every step is one batched call with one row per sequence.
-            std::vector<engine::Generator> gens;
-            gens.reserve(size_t(N));
-            const std::vector<int32_t> firsts = best_non_eos(logits.data(), V, opt.eos, N);
-            for (int64_t k = 0; k < N; ++k) {
-                auto& g = gens.emplace_back(k == 0 ? s.sequence() : *others[size_t(k - 1)],
-                                            engine::GeneratorConfig{.n_vocab = V, .eos = opt.eos});
-                g.set_logits(logits);
-                g.begin({.sampling = {.temperature = 0}, .ban_eos = true});
-                g.choose(firsts[size_t(k)]);
-            }
-            std::vector<model::BatchItem> batch(static_cast<size_t>(N));
-            const auto keep_going = [](int32_t) { return true; };
-            if (opt.before_probe) opt.before_probe();
-            const auto t1 = clock::now();
-            for (int64_t i = 0; i < r.gen_tokens; ++i) {
-                for (int64_t k = 0; k < N; ++k) {
-                    const auto rows = gens[size_t(k)].next(1);
-                    batch[size_t(k)] = rows.item(&gens[size_t(k)].sequence());
-                }
-                model.eval(batch);
-                for (auto& g : gens) {
-                    g.evaluated();
-                    const auto stop = g.advance(keep_going);
-                    if (stop && i + 1 < r.gen_tokens)
-                        fail("decode probe stopped after {} of {} tokens: {}", i + 1, r.gen_tokens,
-                             engine::to_string(*stop));
-                }
-            }
-            r.gen_tps = double(N * r.gen_tokens) / seconds(t1, clock::now());
-            if (opt.after_probe) opt.after_probe();
-            const auto& held = s.sequence().tokens();
-            probe.assign(held.begin() + f, held.end());
-            if (snap) s.restore(*snap);
+        if (G == 0) {
+            rows.push_back(r);
+            if (on_row) on_row(r, probe);
+            continue;
         }
+        // Nothing follows the last frontier: no need to come back to it, unless more probes do.
+        const auto snap = f == fronts.back() && !spec ? nullptr : s.snapshot();
+        std::vector<int32_t> truth;  // the greedy continuation, decoded untimed
+        if (spec) {
+            truth = plain_probe(model, s, logits, opt, 1, false).emitted;
+            s.restore(*snap);
+        }
+        const Probe plain = plain_probe(model, s, logits, opt, opt.sessions, true);
+        r.sessions = opt.sessions;
+        r.gen_tps = double(opt.sessions * G) / plain.seconds;
+        r.plain_tps = r.gen_tps;
+        r.steps = plain.usage.steps;
+        r.cpu_seconds = plain.cpu_seconds;
+        const auto& held = s.sequence().tokens();
+        probe.assign(held.begin() + f, held.end());
+        if (spec) check_same(truth, plain.emitted, f, "the plain probe");
+        if (snap) s.restore(*snap);
         rows.push_back(r);
         if (on_row) on_row(r, probe);
+        if (!spec) continue;
+        for (const int64_t depth : opt.spec_depths)
+            for (const double accept : opt.spec_accepts) {
+                AidDrafter drafter(truth, f, accept, model.info().n_vocab);
+                const Probe p = spec_probe(model, s, logits, opt, truth[0], drafter, depth);
+                check_same(truth, p.emitted, f,
+                           fmt::format("--spec-aid {} at accept {}", depth, accept));
+                s.restore(*snap);
+                Row v = r;
+                v.gen_tps = double(G) / p.seconds;
+                v.cpu_seconds = p.cpu_seconds;
+                v.draft_max = depth;
+                v.aid_accept = accept;
+                v.steps = p.usage.steps;
+                v.drafted = p.usage.drafted;
+                v.accepted = p.usage.accepted;
+                rows.push_back(v);
+                if (on_row) on_row(v, probe);
+            }
     }
     return rows;
 }

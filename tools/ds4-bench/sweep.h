@@ -1,6 +1,7 @@
 // The frontier sweep of ds4-bench over one loaded model (frontier.h describes the walk):
 // incremental prefill through a Session, then at each frontier Session::snapshot(), a timed
-// greedy decode probe, Session::restore().
+// greedy decode probe, Session::restore(); with spec_depths, more probes of the same tokens
+// through speculative verification, each from the snapshot.
 #pragma once
 
 #include <cstdint>
@@ -26,15 +27,22 @@ struct SweepOptions {
     // step), and every step is one batched call with one row per sequence. Sequence 0 decodes
     // exactly what a single-sequence probe decodes.
     int64_t sessions = 1;
+    // Speculative verification (sessions must be 1): at each frontier the greedy continuation
+    // is decoded first, untimed, then the plain probe, then one probe per depth d and accept
+    // p, verifying up to d drafts per step from an AidDrafter(p) over that continuation. Each
+    // probe's tokens must equal the continuation's (else ds4::Error: verification broke its
+    // promise); its row has draft_max d, aid_accept p and the plain probe's t/s.
+    std::vector<int64_t> spec_depths;
+    std::vector<double> spec_accepts{1.0};
     // Called just before and just after each timed decode probe (e.g. to read the SSD
     // streaming counters of the probe alone); either may be empty.
     std::function<void()> before_probe, after_probe;
 };
 
-// Called after each frontier with its row and the ids the probe decoded.
+// Called after each probe with its row and the ids it decoded (the plain probe's row first).
 using RowCallback = std::function<void(const Row&, const std::vector<int32_t>& probe_ids)>;
 
-// Walks `ids` (check_sequence() must accept them) and returns one row per frontier. Throws
+// Walks `ids` (check_sequence() must accept them) and returns one row per probe. Throws
 // ds4::Error (e.g. a context too small for the walk).
 std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
                            const SweepOptions& opt, const RowCallback& on_row);
