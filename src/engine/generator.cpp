@@ -119,8 +119,13 @@ void Generator::commit_draft_outputs(int64_t pos, std::span<const int32_t> token
                          needs_.capture.empty() ? nullptr : captured_.data());
 }
 
-Draft Generator::drafts(int32_t next) const {
+Draft Generator::drafts(int32_t next) {
     if (!drafter_ || opt_.max_draft <= 0) return {};
+    if (backoff_wait_ > 0) {
+        --backoff_wait_;
+        ++usage_.backed_off;
+        return {};
+    }
     const int64_t pos = seq_.pos();
     // Rows at pos .. pos + k must fit the context, a rejection must be an O(1) rewind, and no
     // more drafts than the limit leaves room for: each accepted draft lets one more token out.
@@ -175,7 +180,19 @@ void Generator::begin(const GenerateOptions& opt) {
     if (drafter_) drafter_->begin(opt.sampling);
     forced_at_ = 0;
     pending_ = -1;
-    usage_.emitted = usage_.drafted = usage_.accepted = usage_.steps = 0;
+    usage_.emitted = usage_.drafted = usage_.accepted = usage_.steps = usage_.backed_off = 0;
+    backoff_len_ = backoff_wait_ = 0;
+}
+
+// After a verified step that accepted `accepted` of its drafts.
+void Generator::back_off(int64_t accepted) {
+    constexpr int64_t kLongest = 32;
+    if (!opt_.draft_backoff || accepted > 0) {
+        backoff_len_ = 0;
+        return;
+    }
+    backoff_len_ = backoff_len_ == 0 ? 1 : std::min(2 * backoff_len_, kLongest);
+    backoff_wait_ = backoff_len_;
 }
 
 void Generator::set_drafter(Drafter* d) {
@@ -313,6 +330,7 @@ std::optional<StopReason> Generator::advance(const std::function<bool(int32_t)>&
         break;
     }
     settle(j);
+    if (verifying && rows_.size() > 1) back_off(j);
     if (verifying && drafter_)
         commit_draft_outputs(logits_pos_ - 1, rows_, int64_t(rows_.size()), j + 1);  // rows 0..j kept
     return stop;

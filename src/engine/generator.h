@@ -99,6 +99,11 @@ struct GenerateOptions {
     // Speculative verification: up to max_draft tokens proposed per step by the generator's
     // drafter (set_drafter; 0 or none: one token per step).
     int max_draft = 0;
+    // After a step whose drafts were all rejected, the next 1, 2, 4, ... 32 steps (doubling
+    // while rejections go on, back to none after an accepted draft) go without drafts: a
+    // multi-row step costs more than a one-row step, and a drafter that keeps missing would
+    // make decoding slower than plain (docs/SPECULATIVE.md, "Back-off").
+    bool draft_backoff = true;
 };
 
 struct GeneratorConfig {
@@ -116,6 +121,7 @@ struct GeneratorUsage {
     int64_t drafted = 0;    // draft tokens evaluated
     int64_t accepted = 0;   // of those, equal to what was then sampled
     int64_t steps = 0;      // generation steps evaluated (one per pending token)
+    int64_t backed_off = 0; // steps without drafts because of the back-off
 };
 
 class Generator {
@@ -195,7 +201,8 @@ private:
     std::optional<StopReason> verify(const std::function<bool(int32_t)>& on_token);
     int32_t pick(std::span<const float> logits, std::optional<StopReason>& stop);
     void settle(int64_t keep_rows);
-    Draft drafts(int32_t next) const;
+    Draft drafts(int32_t next);
+    void back_off(int64_t accepted_this_step);
     void ask_draft_outputs(int64_t from, int64_t rows);
     void commit_draft_outputs(int64_t pos, std::span<const int32_t> tokens, int64_t rows, int64_t keep);
     int32_t verify_sample(int64_t j, std::optional<StopReason>& stop);
@@ -230,6 +237,7 @@ private:
     int64_t logits_rows_ = 0;
     int64_t logits_pos_ = -1;
     int64_t base_ = 0;  // pos() before the last generation step's rows
+    int64_t backoff_len_ = 0, backoff_wait_ = 0;  // GenerateOptions::draft_backoff
 };
 
 }  // namespace ds4::engine

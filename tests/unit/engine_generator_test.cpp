@@ -556,3 +556,32 @@ TEST(Generator, ExactSpeculativeSamplingKeepsTheTargetDistribution) {
 
 }  // namespace
 }  // namespace ds4::engine
+
+namespace ds4::engine {
+namespace {
+
+TEST(Generator, DraftsThatKeepMissingBackOffExponentially) {
+    const GenerateOptions greedy{.sampling = {.temperature = 0}, .max_tokens = 60, .max_draft = 2};
+    const Outcome plain = run({.gen = {.sampling = {.temperature = 0}, .max_tokens = 60}});
+    ScriptedDrafter wrong(2, 0, -1);  // the first draft is always wrong
+    const Outcome backed = run({.gen = greedy, .drafter = &wrong});
+    EXPECT_EQ(backed.emitted, plain.emitted);
+    // Drafting steps after waits of 1, 2, 4, 8, 16, 32 steps: 6 of them in about 59 steps.
+    EXPECT_EQ(backed.usage.accepted, 0);
+    EXPECT_EQ(backed.usage.drafted, 2 * 6);
+    EXPECT_EQ(backed.usage.backed_off, backed.usage.steps - 6);
+    // Without the back-off every step drafts.
+    GenerateOptions always = greedy;
+    always.draft_backoff = false;
+    const Outcome every = run({.gen = always, .drafter = &wrong});
+    EXPECT_EQ(every.emitted, plain.emitted);
+    EXPECT_EQ(every.usage.backed_off, 0);
+    EXPECT_GE(every.usage.drafted, 2 * (every.usage.steps - 2));  // fewer at the token limit
+    // A drafter that is right never backs off; one right at its first draft resets the wait.
+    ScriptedDrafter right(2, -1, -1), half(2, 1, -1);
+    EXPECT_EQ(run({.gen = greedy, .drafter = &right}).usage.backed_off, 0);
+    EXPECT_EQ(run({.gen = greedy, .drafter = &half}).usage.backed_off, 0);
+}
+
+}  // namespace
+}  // namespace ds4::engine

@@ -58,6 +58,7 @@ int run(const Options& o) {
     so.sessions = o.sessions;
     so.spec_depths = o.spec_aid;
     so.spec_accepts = o.spec_aid_accept;
+    so.spec_backoff = o.spec_aid_backoff;
     const bool spec = !o.spec_aid.empty();
     // With --ssd-streaming, each decode probe's own cache counters (the table's gen t/s is
     // the speed-sensitive path; the end-of-run line mixes in the prefill).

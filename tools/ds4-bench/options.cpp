@@ -61,6 +61,12 @@ ParseResult parse_options(int argc, char** argv) {
                    "1,0.5,0)")
         ->option_text("P[,P...]")->delimiter(',')->check(CLI::Range(0.0, 1.0))->needs(aid)
         ->group("Speculative verification");
+    app.add_flag("--spec-aid-backoff", o.spec_aid_backoff,
+                 "Verified probes use the generator's draft back-off (after a step whose drafts were "
+                 "all rejected, skip drafting for 1, 2, 4 ... 32 steps), as ds4 and ds4-server do; "
+                 "without it every step verifies drafts (the raw cost of verification)")
+        ->needs(aid)
+        ->group("Speculative verification");
     frontend::add_model_flags(app, o,
                               {.group = "Runtime",
                                .ctx_names = "-c,--ctx,--ctx-alloc",

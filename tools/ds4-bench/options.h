@@ -29,6 +29,7 @@ struct Options : frontend::ModelOptions {
     // aid (aid_drafter.h), one per depth and --spec-aid-accept P[,P...] (default 1).
     std::vector<int64_t> spec_aid;
     std::vector<double> spec_aid_accept{1.0};
+    bool spec_aid_backoff = false;  // --spec-aid-backoff: the generator's draft back-off on
 };
 
 struct ParseResult {

@@ -92,7 +92,8 @@ Probe spec_probe(model::Model& model, model::Session& s, const std::vector<float
     engine::Generator g(s.sequence(), {.n_vocab = V, .eos = opt.eos, .hidden_size = model.info().hidden_size});
     g.set_logits(logits);
     g.set_drafter(&drafter);
-    g.begin({.sampling = {.temperature = 0}, .max_tokens = G + 1, .ban_eos = true, .max_draft = int(depth)});
+    g.begin({.sampling = {.temperature = 0}, .max_tokens = G + 1, .ban_eos = true, .max_draft = int(depth),
+             .draft_backoff = opt.spec_backoff});
     g.choose(first);
     Probe p;
     p.emitted = {first};

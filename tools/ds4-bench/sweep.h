@@ -34,6 +34,7 @@ struct SweepOptions {
     // promise); its row has draft_max d, aid_accept p and the plain probe's t/s.
     std::vector<int64_t> spec_depths;
     std::vector<double> spec_accepts{1.0};
+    bool spec_backoff = false;  // GenerateOptions::draft_backoff in the verified probes
     // Called just before and just after each timed decode probe (e.g. to read the SSD
     // streaming counters of the probe alone); either may be empty.
     std::function<void()> before_probe, after_probe;
