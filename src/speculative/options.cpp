@@ -5,6 +5,8 @@
 #include "common/error.h"
 #include "model/deepseek4/model.h"
 #include "model/deepseek4/mtp.h"
+#include "model/deepseek4/dspark.h"
+#include "speculative/dspark_drafter.h"
 #include "speculative/mtp_drafter.h"
 
 namespace ds4::speculative {
@@ -28,10 +30,24 @@ void add_flags(CLI::App& app, SpecOptions& o, const std::string& group) {
         ->check(CLI::NonNegativeNumber)
         ->type_name("F")
         ->group(group);
+    app.add_flag("--dspark", o.dspark,
+                 "The --mtp FILE is a DSpark support GGUF: a block drafter proposing up to its "
+                 "block size - 1 tokens per step (--mtp-draft does not apply)")
+        ->group(group);
+    app.add_option("--dspark-confidence", o.dspark_confidence,
+                   "With --dspark: cut each block at its first row whose confidence is below F "
+                   "(default 0.7; 0 = whole blocks)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->type_name("F")
+        ->group(group);
+    app.add_flag("--dspark-strict", o.dspark_strict,
+                 "With --dspark: load the drafter but decode target-only (the control run)")
+        ->group(group);
 }
 
 std::string flag_error(const SpecOptions& o) {
-    (void)o;
+    if (o.dspark && o.mtp.empty()) return "--dspark needs --mtp FILE (the DSpark support GGUF)";
+    if (!o.dspark && o.dspark_strict) return "--dspark-strict needs --dspark";
     return "";
 }
 
@@ -58,6 +74,28 @@ private:
     SpecOptions o_;
 };
 
+class DsparkSpeculation final : public Speculation {
+public:
+    DsparkSpeculation(std::unique_ptr<deepseek4::DsparkHead> head, const SpecOptions& o) : head_(std::move(head)), o_(o) {
+        max_draft_ = o.dspark_strict ? 0 : int(head_->info().block_size) - 1;
+    }
+    std::unique_ptr<engine::Drafter> new_drafter(const model::SequenceOptions& seq) override {
+        return std::make_unique<DsparkDrafter>(*head_, DsparkDrafterOptions{.threshold = o_.dspark_confidence, .qat = seq.qat});
+    }
+    std::string describe() const override {
+        const deepseek4::DsparkInfo& i = head_->info();
+        return fmt::format("DSpark {} ({} stages, block {}, Markov rank {}), {} per step, confidence {:g}{}", o_.mtp,
+                           i.stages, i.block_size, i.markov_rank,
+                           o_.dspark_strict ? "no drafts" : fmt::format("up to {} drafts", max_draft_),
+                           o_.dspark_confidence, o_.dspark_strict ? " (strict: target-only control)" : "");
+    }
+    int64_t drafter_bytes(const model::SequenceOptions&) const override { return 0; }
+
+private:
+    std::unique_ptr<deepseek4::DsparkHead> head_;
+    SpecOptions o_;
+};
+
 }  // namespace
 
 std::unique_ptr<Speculation> Speculation::open(model::Model& model, const SpecOptions& o) {
@@ -66,6 +104,8 @@ std::unique_ptr<Speculation> Speculation::open(model::Model& model, const SpecOp
     if (!trunk)
         fail("--mtp {}: speculative decoding needs a DeepSeek V4 model held whole in this process "
              "(not a pipeline coordinator)", o.mtp);
+    if (const std::string e = flag_error(o); !e.empty()) fail("{}", e);
+    if (o.dspark) return std::make_unique<DsparkSpeculation>(deepseek4::DsparkHead::open(*trunk, o.mtp), o);
     return std::make_unique<MtpSpeculation>(deepseek4::MtpHead::open(*trunk, o.mtp), o);
 }
 

@@ -22,6 +22,9 @@ struct SpecOptions {
     std::string mtp;             // --mtp FILE (--mtp-model FILE): the drafter's support GGUF
     int mtp_draft = 2;           // --mtp-draft N: tokens verified per step (1 = off, at most 16)
     float mtp_margin = 3.0f;     // --mtp-margin F (greedy: stop drafting below this top-1/top-2 margin)
+    bool dspark = false;         // --dspark: FILE is a DSpark support GGUF (block drafter)
+    float dspark_confidence = 0.7f;  // --dspark-confidence F: cut a block at the first row below F (0: whole)
+    bool dspark_strict = false;  // --dspark-strict: load the drafter, decode target-only (the control)
 };
 
 void add_flags(CLI::App& app, SpecOptions& o, const std::string& group = "Speculative decoding");

@@ -246,5 +246,9 @@ int main(int argc, char** argv) {
         "  ds4-server -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 (docs/DISTRIBUTED.md)\n"
         "  curl http://127.0.0.1:8000/v1/models");
     if (const auto exit_code = ds4::frontend::parse(app, argc, argv, o)) return *exit_code;
+    if (const std::string e = ds4::speculative::flag_error(o.spec); !e.empty()) {
+        std::fprintf(stderr, "ds4-server: %s\n", e.c_str());
+        return 2;
+    }
     return ds4::frontend::run_main("ds4-server", [&] { return run(o); });
 }

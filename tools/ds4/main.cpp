@@ -125,6 +125,11 @@ ParseResult parse_options(int argc, char** argv) {
         "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
         "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.");
     if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
+    if (const std::string e = speculative::flag_error(o.spec); !e.empty()) {
+        std::fprintf(stderr, "ds4: %s\n", e.c_str());
+        r.exit_code = 2;
+        return r;
+    }
     o.n_given = n_opt->count() > 0;
     if (seed_opt->count() > 0) o.seed = seed;
     if (nothink->count() > 0) o.thinking = chat::ThinkingMode::Off;

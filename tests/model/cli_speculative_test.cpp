@@ -1,0 +1,86 @@
+// ds4 with speculative decoding (docs/SPECULATIVE.md): --mtp FILE (an MTP support GGUF) and
+// --dspark --mtp FILE (a DSpark support GGUF) print exactly the text of plain greedy decoding,
+// say what they loaded and how many drafts were accepted; bad combinations are usage errors.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "support/tiny_model.h"
+#include "support/tool_run.h"
+
+namespace ds4::test {
+namespace {
+
+class CliSpeculative : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new TempDir;
+        model_ = dir_->file("model.gguf");
+        mtp_ = dir_->file("mtp.gguf");
+        dspark_ = dir_->file("dspark.gguf");
+        auto args = kTinyQ8Io;
+        args.insert(args.end(), {"--mtp-out", mtp_, "--dspark-out", dspark_});
+        const auto r = write_tiny_model(model_, args);
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    static void TearDownTestSuite() { delete dir_; }
+
+    // ds4 one-shot, greedy, no thinking; stdout only (stderr to err.txt).
+    static RunResult ds4(std::vector<std::string> extra, std::string* err = nullptr) {
+        std::vector<std::string> a = {binary("ds4"), "-m", model_, "-p", "Tell me about the sea.", "--ctx", "512",
+                                      "--temp", "0", "-n", "32", "--nothink", "--threads", "2"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        const std::string e = dir_->file("err.txt");
+        std::string cmd;
+        for (const auto& s : a) cmd.append("'").append(s).append("' ");
+        const RunResult r = run_command({"/bin/sh", "-c", "exec " + cmd + "2>" + e});
+        if (err) *err = run_command({"/bin/cat", e}).output;
+        return r;
+    }
+
+    static TempDir* dir_;
+    static std::string model_, mtp_, dspark_;
+};
+TempDir* CliSpeculative::dir_ = nullptr;
+std::string CliSpeculative::model_, CliSpeculative::mtp_, CliSpeculative::dspark_;
+
+TEST_F(CliSpeculative, DraftedRunsPrintThePlainGreedyText) {
+    const RunResult plain = ds4({});
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    ASSERT_FALSE(plain.output.empty());
+    std::string err;
+    const RunResult mtp = ds4({"--mtp", mtp_, "--mtp-draft", "4", "--mtp-margin", "0"}, &err);
+    ASSERT_EQ(mtp.exit_code, 0) << err;
+    EXPECT_EQ(mtp.output, plain.output);
+    EXPECT_NE(err.find("speculative decoding: MTP head"), std::string::npos) << err;
+    EXPECT_NE(err.find("drafts: "), std::string::npos) << err;  // some were verified
+    const RunResult chunk1 = ds4({"--mtp", mtp_, "--mtp-draft", "3", "--mtp-margin", "0", "--prefill-chunk", "1"});
+    EXPECT_EQ(chunk1.output, plain.output);
+    const RunResult dspark = ds4({"--mtp", dspark_, "--dspark", "--dspark-confidence", "0"}, &err);
+    ASSERT_EQ(dspark.exit_code, 0) << err;
+    EXPECT_EQ(dspark.output, plain.output);
+    EXPECT_NE(err.find("speculative decoding: DSpark"), std::string::npos) << err;
+    const RunResult strict = ds4({"--mtp", dspark_, "--dspark", "--dspark-strict"}, &err);
+    ASSERT_EQ(strict.exit_code, 0) << err;
+    EXPECT_EQ(strict.output, plain.output);
+    EXPECT_NE(err.find("target-only"), std::string::npos) << err;
+}
+
+TEST_F(CliSpeculative, BadCombinationsAndFilesAreRefused) {
+    std::string err;
+    EXPECT_EQ(ds4({"--dspark"}, &err).exit_code, 2);
+    EXPECT_NE(err.find("--dspark needs --mtp"), std::string::npos) << err;
+    EXPECT_NE(ds4({"--mtp", mtp_, "--mtp-draft", "17"}, &err).exit_code, 0);
+    EXPECT_NE(err.find("--mtp-draft"), std::string::npos) << err;
+    // The model file has no head; a DSpark file read as MTP has none either.
+    EXPECT_NE(ds4({"--mtp", model_}, &err).exit_code, 0);
+    EXPECT_NE(err.find("no MTP head"), std::string::npos) << err;
+    EXPECT_NE(ds4({"--mtp", dspark_}, &err).exit_code, 0);
+    EXPECT_NE(err.find(dspark_), std::string::npos) << err;
+    EXPECT_NE(ds4({"--mtp", mtp_, "--dspark"}, &err).exit_code, 0);
+    EXPECT_NE(err.find(mtp_), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace ds4::test
