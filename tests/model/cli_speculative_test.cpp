@@ -57,6 +57,12 @@ TEST_F(CliSpeculative, DraftedRunsPrintThePlainGreedyText) {
     EXPECT_NE(err.find("drafts: "), std::string::npos) << err;  // some were verified
     const RunResult chunk1 = ds4({"--mtp", mtp_, "--mtp-draft", "3", "--mtp-margin", "0", "--prefill-chunk", "1"});
     EXPECT_EQ(chunk1.output, plain.output);
+    // With the routed experts read from disk (the drafted rows' experts fetched in the same
+    // batched evaluation; the support file's experts stay resident).
+    const RunResult streamed = ds4({"--ssd-streaming", "--mtp", mtp_, "--mtp-draft", "3", "--mtp-margin", "0"}, &err);
+    ASSERT_EQ(streamed.exit_code, 0) << err;
+    EXPECT_EQ(streamed.output, plain.output);
+    EXPECT_NE(err.find("drafts: "), std::string::npos) << err;
     const RunResult dspark = ds4({"--mtp", dspark_, "--dspark", "--dspark-confidence", "0"}, &err);
     ASSERT_EQ(dspark.exit_code, 0) << err;
     EXPECT_EQ(dspark.output, plain.output);
