@@ -304,22 +304,30 @@ engine::Generator::Rows Scheduler::rows_for(Slot& s, bool decoding) {
     return s.gen->next(decoding ? opt_.quantum : opt_.session.prefill_chunk, limit);
 }
 
-// After the batch: checkpoints due at this position, then the next token.
-void Scheduler::after_eval(Slot& s, bool decoded, bool with_logits) {
+// After the batch (`rows` evaluated for the slot): checkpoints due at this position, then the
+// next token.
+void Scheduler::after_eval(Slot& s, bool decoded, bool with_logits, int64_t rows) {
     if (!with_logits) return;
-    if (disk_) {
+    const int64_t step = continued_step(opt_.kv.policy);
+    // A generation step with drafts holds rows that verification may reject: its continued
+    // checkpoint waits for the verified history (below).
+    const bool drafted = decoded && rows > 1;
+    if (disk_ && !drafted) {
         const int64_t pos = s.seq->pos();
         if (!decoded && pos == s.store_at) {
             save(s, kvcache::SaveReason::cold);
             s.store_at = 0;
-        } else if (continued_step(opt_.kv.policy) > 0 && pos % continued_step(opt_.kv.policy) == 0 &&
-                   !s.out->in_tool_block()) {
+        } else if (step > 0 && pos % step == 0 && !s.out->in_tool_block()) {
             save(s, kvcache::SaveReason::continued);
         }
     }
     if (!decoded && !s.gen->ready()) return;  // a checkpoint inside the prompt, not its end
     if (!s.out->started()) s.out->begin(s.usage, seconds_since(s.admitted));
+    const int64_t before = s.seq->pos() - rows;
     after_logits(s);
+    // The verified step kept some of its rows: due when they reached a multiple of the interval.
+    if (drafted && disk_ && step > 0 && s.job && s.seq->pos() / step > before / step && !s.out->in_tool_block())
+        save(s, kvcache::SaveReason::continued);
 }
 
 bool Scheduler::step() {
@@ -373,7 +381,7 @@ bool Scheduler::step() {
         ++s.version;
         const bool decoded = s.gen->last_was_decode();
         s.gen->evaluated();
-        after_eval(s, decoded, items[i].want != model::Logits::None);
+        after_eval(s, decoded, items[i].want != model::Logits::None, int64_t(items[i].tokens.size()));
     }
     return true;
 }

@@ -126,7 +126,7 @@ private:
     void restart(Slot& s);                      // the slot's sequence starts over (after an error)
     // The slot's rows for this step (tokens empty: none); `decoding`: some slot generates.
     engine::Generator::Rows rows_for(Slot& s, bool decoding);
-    void after_eval(Slot& s, bool decoded, bool with_logits);
+    void after_eval(Slot& s, bool decoded, bool with_logits, int64_t rows);
     void end(Slot& s, engine::StopReason reason);
     void fail(Slot& s, const std::string& message, int status);
     void release(Slot& s);

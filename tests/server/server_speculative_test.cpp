@@ -87,9 +87,10 @@ TEST_F(ServerSpeculative, GreedyAnswersEqualThoseWithoutDraftsInEveryApiAndSlot)
     }
     // The drafts were verified (the metrics count them), and some of these were rejected.
     const std::string m = http("GET", spec.url() + "/metrics").body;
-    const size_t at = m.find("\nds4_draft_tokens_total ");
+    const std::string key = "\nds4_draft_tokens_total ";
+    const size_t at = m.find(key);
     ASSERT_NE(at, std::string::npos) << m;
-    EXPECT_GT(std::stoll(m.substr(at + 24)), 0) << m;
+    EXPECT_GT(std::stoll(m.substr(at + key.size())), 0) << m;
     // Streamed: the same text in the deltas.
     auto streamed = [](const HttpResult& r) {
         std::string text;
@@ -104,6 +105,31 @@ TEST_F(ServerSpeculative, GreedyAnswersEqualThoseWithoutDraftsInEveryApiAndSlot)
     };
     const json s0 = chat("Question 0", 20, true);
     EXPECT_EQ(streamed(post(spec.url() + "/v1/chat/completions", s0)), streamed(post(plain.url() + "/v1/chat/completions", s0)));
+}
+
+// Continued checkpoints while drafting: as many as plain decoding makes (a multi-row step does
+// not skip a multiple of the interval). That they are taken after verification (never with
+// rejected rows in them) is by construction (Scheduler::after_eval), not seen from here.
+TEST_F(ServerSpeculative, ContinuedCheckpointsAreThoseOfPlainDecoding) {
+    const json first = chat("Tell me a long story about the sea.", 60, false);
+    auto stores = [&](const std::string& name, std::vector<std::string> extra) {
+        std::vector<std::string> a = {"-m", model_, "--ctx", "1024", "--kv-disk-dir", dir_->file(name),
+                                      "--kv-cache-min-tokens", "16", "--kv-cache-continued-interval-tokens", "16",
+                                      "--kv-cache-boundary-align-tokens", "16", "--kv-cache-boundary-trim-tokens", "4"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        ServerProcess s(a, nullptr, ServerProcess::Pipeline::off);
+        const HttpResult r = post(s.url() + "/v1/chat/completions", first);
+        EXPECT_EQ(r.status, 200) << r.body;
+        const std::string m = http("GET", s.url() + "/metrics").body;
+        const std::string key = "\nds4_kv_disk_stores_total ";
+        const size_t at = m.find(key);
+        EXPECT_NE(at, std::string::npos) << m;
+        return at == std::string::npos ? -1LL : std::stoll(m.substr(at + key.size()));
+    };
+    const long long plain = stores("kv-plain", {});
+    const long long drafted = stores("kv-spec", {"--mtp", support_, "--mtp-draft", "3", "--mtp-margin", "0"});
+    EXPECT_GE(plain, 3);  // 60 tokens cross the interval of 16 several times
+    EXPECT_EQ(drafted, plain);
 }
 
 TEST_F(ServerSpeculative, AFileWithoutAHeadIsRefusedAtStartup) {
