@@ -130,6 +130,9 @@ Draft Generator::drafts(int32_t next) {
     // Rows at pos .. pos + k must fit the context, a rejection must be an O(1) rewind, and no
     // more drafts than the limit leaves room for: each accepted draft lets one more token out.
     int64_t k = opt_.max_draft;
+    // Backing off, a step probes with one draft (the cheapest multi-row step) until one is
+    // accepted again.
+    if (backoff_len_ > 0) k = 1;
     k = std::min(k, seq_.options().ctx - 1 - pos);
     k = std::min(k, seq_.options().rewind_slack);
     if (opt_.max_tokens != INT64_MAX) k = std::min(k, opt_.max_tokens - usage_.emitted - 1);

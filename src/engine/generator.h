@@ -100,9 +100,10 @@ struct GenerateOptions {
     // drafter (set_drafter; 0 or none: one token per step).
     int max_draft = 0;
     // After a step whose drafts were all rejected, the next 1, 2, 4, ... 32 steps (doubling
-    // while rejections go on, back to none after an accepted draft) go without drafts: a
-    // multi-row step costs more than a one-row step, and a drafter that keeps missing would
-    // make decoding slower than plain (docs/SPECULATIVE.md, "Back-off").
+    // while rejections go on, back to none after an accepted draft) go without drafts, and the
+    // steps between them probe with one draft: a multi-row step costs more than a one-row
+    // step, and a drafter that keeps missing would make decoding slower than plain
+    // (docs/SPECULATIVE.md, "Back-off").
     bool draft_backoff = true;
 };
 

@@ -70,16 +70,15 @@ std::unique_ptr<DsparkHead> DsparkHead::open(Model& trunk, const std::string& pa
     h->trunk_ = &trunk;
     h->file_ = gguf::File::open(path, gguf::File::Load::Map);
     h->window_ = c.window;
-    h->read_metadata();
+    h->info_ = read_dspark_metadata(*h->file_, c);
     h->bind_tensors();
     return h;
 }
 
 DsparkHead::~DsparkHead() = default;
 
-void DsparkHead::read_metadata() {
-    const gguf::File& f = *file_;
-    const ModelConfig& c = trunk_->config();
+DsparkInfo read_dspark_metadata(const gguf::File& f, const ModelConfig& c) {
+    DsparkInfo info_;
     std::string key;
     info_.block_size = meta_u32(f, "block_size", key);
     if (info_.block_size < 1 || info_.block_size > kMaxBlock)
@@ -105,6 +104,7 @@ void DsparkHead::read_metadata() {
                  info_.target_layers.back());
         info_.target_layers.push_back(uint32_t(l));
     }
+    return info_;
 }
 
 void DsparkHead::bind_tensors() {

@@ -77,6 +77,11 @@ struct DsparkBlock {
     int cut = 0;  // the longest prefix with confidence ≥ the threshold (B when it is ≤ 0)
 };
 
+// The DSpark metadata of `f` (each key as deepseek4.dspark.<k>, deepseek4.dspark_<k> or
+// dspark.<k>), checked against a trunk of configuration `trunk`. Throws ds4::Error naming the
+// file and the key.
+DsparkInfo read_dspark_metadata(const gguf::File& f, const ModelConfig& trunk);
+
 class DsparkHead {
 public:
     // Reads and checks the metadata (each key as deepseek4.dspark.<k>, deepseek4.dspark_<k> or
@@ -105,7 +110,6 @@ public:
 
 private:
     DsparkHead() = default;
-    void read_metadata();
     void bind_tensors();
     void context_rows(const float* captured, int64_t n, int64_t stride, float* c);
     void context_kv(uint32_t s, const float* c, int64_t n, int64_t pos0, bool qat, float* kv);
