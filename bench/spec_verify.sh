@@ -5,7 +5,8 @@
 # "Speculative verification").
 #
 #   bench/spec_verify.sh [--model FILE] [--build DIR] [--threads N] [--reps N] [--gen-tokens N]
-#                        [--ctx N] [--depths 1,2,...] [--accept 1,0.5,0] [--out DIR] [--no-run]
+#                        [--ctx N] [--depths 1,2,...] [--accept 1,0.5,0] [--backoff] [--out DIR]
+#                        [--no-run]
 #
 # Each repetition probes the memory bandwidth (membw_probe, 3 reps), then runs one ds4-bench
 # process: load, untimed warm-up prefill, the prefill to --ctx, the untimed greedy
@@ -14,7 +15,8 @@
 # and rows per step; and from the probes that accept nothing (one token per step) the cost of a
 # step of k rows against a one-row step, in wall and in CPU time. On a shared VM other processes
 # take the cores for whole seconds: the CPU-time ratios (the process's own work) are the steadier
-# estimate there. --no-run: only the tables, from the files already in --out.
+# estimate there. --backoff: the verified probes use the generator's draft back-off
+# (ds4-bench --spec-aid-backoff). --no-run: only the tables, from the files already in --out.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 model="$root/models/flash4.gguf"
@@ -27,6 +29,7 @@ depths="1,2,3,4,5,6,7,8"
 accept="1,0.5,0"
 out=""
 run=1
+backoff=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) model="$2"; shift ;;
@@ -37,9 +40,10 @@ while [[ $# -gt 0 ]]; do
     --ctx) ctx="$2"; shift ;;
     --depths) depths="$2"; shift ;;
     --accept) accept="$2"; shift ;;
+    --backoff) backoff=(--spec-aid-backoff) ;;
     --out) out="$2"; shift ;;
     --no-run) run=0 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "spec_verify.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -60,7 +64,7 @@ for ((r = 1; r <= reps; r++)); do
   "$bin/ds4-bench" -m "$model" --token-ids "$out/ids.txt" --ctx-start "$ctx" --ctx-max "$ctx" \
     --gen-tokens "$gen" --threads "$threads" --no-mmap --prefill-chunk 2048 \
     --warmup $((ctx < 2048 ? ctx : 2048)) --spec-aid "$depths" --spec-aid-accept "$accept" \
-    --csv "$out/r$r.csv" > "$out/r$r.log" 2>&1 || { cat "$out/r$r.log" >&2; exit 1; }
+    "${backoff[@]}" --csv "$out/r$r.csv" > "$out/r$r.log" 2>&1 || { cat "$out/r$r.log" >&2; exit 1; }
 done
 fi
 python3 - "$out" "$reps" "$threads" "$gen" "$ctx" <<'PY'
