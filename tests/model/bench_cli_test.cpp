@@ -425,3 +425,47 @@ TEST_F(BenchCli, DecodeBytesLeavesOutTheIndexerQueriesBelowTopK) {
 
 }  // namespace
 }  // namespace ds4::deepseek4
+
+namespace ds4::deepseek4 {
+namespace {
+
+// ds4-bench --mtp / --dspark: one more probe per frontier with the real drafter, primed with
+// the frontier's last rows, checked against plain greedy decoding; its row has aid_accept -1.
+TEST(BenchCliDrafter, RealDraftersAddAVerifiedProbePerFrontier) {
+    test::TempDir dir;
+    const std::string model = dir.file("m.gguf"), mtp = dir.file("mtp.gguf"), dspark = dir.file("dspark.gguf");
+    ASSERT_EQ(test::run_command({test::binary("ds4-gguf-gen"), "-q", "-o", model, "--preset", "tiny", "--seed", "4",
+                                 "--mtp-out", mtp, "--dspark-out", dspark}).exit_code, 0);
+    const std::string ids = dir.file("ids.txt");
+    test::write_token_ids(ids, test::random_token_ids(100, Model::load(model)->config().n_vocab, 6));
+    for (const std::vector<std::string>& drafter :
+         {std::vector<std::string>{"--mtp", mtp, "--mtp-draft", "3", "--mtp-margin", "0"},
+          std::vector<std::string>{"--mtp", dspark, "--dspark", "--dspark-confidence", "0"}}) {
+        const std::string csv = dir.file("d.csv");
+        std::vector<std::string> argv = {test::binary("ds4-bench"), "-m", model, "--threads", "2", "--token-ids", ids,
+                                         "--ctx-start", "32", "--ctx-max", "64", "--step-incr", "32", "--gen-tokens",
+                                         "16", "--csv", csv};
+        argv.insert(argv.end(), drafter.begin(), drafter.end());
+        const auto r = test::run_command(argv);
+        ASSERT_EQ(r.exit_code, 0) << r.output;
+        EXPECT_NE(r.output.find("speculative decoding: "), std::string::npos) << r.output;
+        const auto lines = read_lines(csv);
+        ASSERT_EQ(lines.size(), 1u + 2 * 2) << r.output;  // per frontier: plain, the drafter
+        for (size_t i : {2u, 4u}) {
+            std::vector<std::string> f;
+            std::stringstream ss(lines[i]);
+            for (std::string c; std::getline(ss, c, ',');) f.push_back(c);
+            ASSERT_EQ(f.size(), 20u) << lines[i];
+            EXPECT_EQ(std::stod(f[8]), -1.0) << lines[i];  // aid_accept: the real drafter
+            EXPECT_GT(std::stoll(f[7]), 0) << lines[i];     // draft_max
+        }
+    }
+    // Refused with several sessions per probe.
+    const auto bad = test::run_command({test::binary("ds4-bench"), "-m", model, "--token-ids", ids, "--ctx-start",
+                                        "32", "--ctx-max", "32", "--gen-tokens", "8", "--sessions", "2", "--mtp", mtp});
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.output.find("--sessions 1"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace ds4::deepseek4

@@ -59,7 +59,15 @@ int run(const Options& o) {
     so.spec_depths = o.spec_aid;
     so.spec_accepts = o.spec_aid_accept;
     so.spec_backoff = o.spec_aid_backoff;
-    const bool spec = !o.spec_aid.empty();
+    // --mtp / --dspark: one more probe per frontier with the real drafter (its row: aid_accept
+    // -1); it uses the generator's back-off as ds4 and ds4-server do.
+    const std::unique_ptr<speculative::Speculation> drafters = speculative::Speculation::open(model, o.spec);
+    if (drafters) {
+        std::printf("speculative decoding: %s\n", drafters->describe().c_str());
+        so.new_drafter = [&] { return drafters->new_drafter(mo.sequence()); };
+        so.drafter_depth = drafters->max_draft();
+    }
+    const bool spec = !o.spec_aid.empty() || drafters;
     // With --ssd-streaming, each decode probe's own cache counters (the table's gen t/s is
     // the speed-sensitive path; the end-of-run line mixes in the prefill).
     streaming::CacheStats probe_start;

@@ -61,6 +61,7 @@ ParseResult parse_options(int argc, char** argv) {
                    "1,0.5,0)")
         ->option_text("P[,P...]")->delimiter(',')->check(CLI::Range(0.0, 1.0))->needs(aid)
         ->group("Speculative verification");
+    speculative::add_flags(app, o.spec, "Speculative decoding");
     app.add_flag("--spec-aid-backoff", o.spec_aid_backoff,
                  "Verified probes use the generator's draft back-off (after a step whose drafts were "
                  "all rejected, skip drafting for 1, 2, 4 ... 32 steps), as ds4 and ds4-server do; "
@@ -92,6 +93,11 @@ ParseResult parse_options(int argc, char** argv) {
         "aid_accept, steps, drafted, accepted, per-step rates, x_plain (t/s over the plain\n"
         "probe's at the same frontier) and cpu_ms_per_step.");
     if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
+    if (const std::string e = speculative::flag_error(o.spec); !e.empty()) {
+        std::fprintf(stderr, "ds4-bench: %s\n", e.c_str());
+        r.exit_code = 2;
+        return r;
+    }
     if (o.prompt_file.empty() && o.token_ids.empty()) {
         std::fprintf(stderr, "ds4-bench: give the sequence to walk: --prompt-file FILE or "
                              "--token-ids FILE (see --help)\n");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "frontend/model_options.h"
+#include "speculative/options.h"
 #include "frontier.h"
 
 namespace ds4::bench {
@@ -30,6 +31,7 @@ struct Options : frontend::ModelOptions {
     std::vector<int64_t> spec_aid;
     std::vector<double> spec_aid_accept{1.0};
     bool spec_aid_backoff = false;  // --spec-aid-backoff: the generator's draft back-off on
+    speculative::SpecOptions spec;  // --mtp, --dspark, ...: a probe with the real drafter too
 };
 
 struct ParseResult {

@@ -87,13 +87,30 @@ Probe plain_probe(model::Model& model, model::Session& s, const std::vector<floa
 // the accepted prefix. It stops after the plain probe's gen_tokens + 1 emitted tokens, when
 // the sequence holds the same gen_tokens positions.
 Probe spec_probe(model::Model& model, model::Session& s, const std::vector<float>& logits,
-                 const SweepOptions& opt, int32_t first, engine::Drafter& drafter, int64_t depth) {
+                 const SweepOptions& opt, int32_t first, engine::Drafter& drafter, int64_t depth, bool backoff) {
     const int64_t V = model.info().n_vocab, G = opt.shape.gen_tokens;
     engine::Generator g(s.sequence(), {.n_vocab = V, .eos = opt.eos, .hidden_size = model.info().hidden_size});
-    g.set_logits(logits);
     g.set_drafter(&drafter);
+    const engine::DraftNeeds needs = drafter.needs();
+    model::Sequence& seq = s.sequence();
+    const std::vector<int32_t> held = seq.tokens();
+    const int64_t n = int64_t(held.size()), back = std::min(n - 1, needs.tail > 0 ? needs.tail : n - 1);
+    if ((needs.hidden || !needs.capture.empty()) && back > 0 && seq.can_rewind(n - back)) {
+        // Untimed: the frontier's last rows again, so that the drafter reads them (the same
+        // state and logits as the walk's: prefill is bit-identical whatever its chunking).
+        seq.rewind(n - back);
+        g.set_prompt(held);
+        while (!g.ready()) {
+            const auto rows = g.next(opt.session.prefill_chunk);
+            const model::BatchItem item = rows.item(&seq);
+            model.eval(model::Batch(&item, 1));
+            g.evaluated();
+        }
+    } else {
+        g.set_logits(logits);
+    }
     g.begin({.sampling = {.temperature = 0}, .max_tokens = G + 1, .ban_eos = true, .max_draft = int(depth),
-             .draft_backoff = opt.spec_backoff});
+             .draft_backoff = backoff});
     g.choose(first);
     Probe p;
     p.emitted = {first};
@@ -146,8 +163,8 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
         fail("--ctx {} is too small: the last frontier {} plus --gen-tokens {} needs {}",
              opt.session.ctx, fronts.back(), G, need);
     if (opt.sessions < 1) fail("--sessions {} must be at least 1", opt.sessions);
-    const bool spec = !opt.spec_depths.empty() && G > 0;
-    if (spec && opt.sessions != 1) fail("--spec-aid needs --sessions 1 (got {})", opt.sessions);
+    const bool spec = (!opt.spec_depths.empty() || opt.new_drafter) && G > 0;
+    if (spec && opt.sessions != 1) fail("--spec-aid and --mtp need --sessions 1 (got {})", opt.sessions);
     if (int64_t(ids.size()) < fronts.back())
         fail("{} tokens to walk, fewer than the last frontier {}", ids.size(), fronts.back());
 
@@ -206,7 +223,7 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
         for (const int64_t depth : opt.spec_depths)
             for (const double accept : opt.spec_accepts) {
                 AidDrafter drafter(truth, f, accept, model.info().n_vocab);
-                const Probe p = spec_probe(model, s, logits, opt, truth[0], drafter, depth);
+                const Probe p = spec_probe(model, s, logits, opt, truth[0], drafter, depth, opt.spec_backoff);
                 check_same(truth, p.emitted, f,
                            fmt::format("--spec-aid {} at accept {}", depth, accept));
                 s.restore(*snap);
@@ -221,6 +238,22 @@ std::vector<Row> run_sweep(model::Model& model, const std::vector<int32_t>& ids,
                 rows.push_back(v);
                 if (on_row) on_row(v, probe);
             }
+        if (opt.new_drafter) {
+            const std::unique_ptr<engine::Drafter> drafter = opt.new_drafter();
+            const Probe p = spec_probe(model, s, logits, opt, truth[0], *drafter, opt.drafter_depth, true);
+            check_same(truth, p.emitted, f, "the drafter's probe");
+            s.restore(*snap);
+            Row v = r;
+            v.gen_tps = double(G) / p.seconds;
+            v.cpu_seconds = p.cpu_seconds;
+            v.draft_max = opt.drafter_depth;
+            v.aid_accept = -1;
+            v.steps = p.usage.steps;
+            v.drafted = p.usage.drafted;
+            v.accepted = p.usage.accepted;
+            rows.push_back(v);
+            if (on_row) on_row(v, probe);
+        }
     }
     return rows;
 }

@@ -6,6 +6,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+
+#include "engine/generator.h"
 #include <vector>
 
 #include "frontier.h"
@@ -35,6 +38,12 @@ struct SweepOptions {
     std::vector<int64_t> spec_depths;
     std::vector<double> spec_accepts{1.0};
     bool spec_backoff = false;  // GenerateOptions::draft_backoff in the verified probes
+    // A real drafter (--mtp / --dspark): after the aid's probes (if any), one more verified
+    // probe per frontier with up to drafter_depth drafts from a fresh drafter, primed untimed
+    // with the rows it reads (the frontier's last positions evaluated again); its row has
+    // aid_accept -1 and the same check against plain greedy decoding.
+    std::function<std::unique_ptr<engine::Drafter>()> new_drafter;
+    int64_t drafter_depth = 0;
     // Called just before and just after each timed decode probe (e.g. to read the SSD
     // streaming counters of the probe alone); either may be empty.
     std::function<void()> before_probe, after_probe;
