@@ -119,6 +119,21 @@ int run(const Options& o) {
     return 0;
 }
 
+// The end of --help: routes, thinking, examples.
+constexpr const char* kFooter =
+    "Limits and security: docs/SERVER.md.\n"
+    "Routes: GET /health /metrics /v1/models /v1/models/{id}; POST /v1/chat/completions\n"
+    "/v1/completions /v1/messages /v1/responses (docs/SERVER.md).\n"
+    "Thinking is on by default (high effort); reasoning_effort=none, thinking={type:disabled},\n"
+    "think=false or model=deepseek-chat turn it off. Client sampling knobs apply only when\n"
+    "thinking is off.\n"
+    "Examples:\n"
+    "  ds4-server -m ds4flash.gguf --ctx 100000\n"
+    "  ds4-server -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 16GB\n"
+    "  ds4-server -m ds4flash.gguf --parallel 4 --mtp mtp.gguf (docs/SPECULATIVE.md)\n"
+    "  ds4-server -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 (docs/DISTRIBUTED.md)\n"
+    "  curl http://127.0.0.1:8000/v1/models";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -233,18 +248,7 @@ int main(int argc, char** argv) {
                    "instead of sampling (docs/SERVER.md)")
         ->option_text("FILE")->group("Testing");
     ds4::pipeline::add_dist_flags(app, o.dist);
-    app.footer(
-        "Limits and security: docs/SERVER.md.\n"
-        "Routes: GET /health /metrics /v1/models /v1/models/{id}; POST /v1/chat/completions\n"
-        "/v1/completions /v1/messages /v1/responses (docs/SERVER.md).\n"
-        "Thinking is on by default (high effort); reasoning_effort=none, thinking={type:disabled},\n"
-        "think=false or model=deepseek-chat turn it off. Client sampling knobs apply only when\n"
-        "thinking is off.\n"
-        "Examples:\n"
-        "  ds4-server -m ds4flash.gguf --ctx 100000\n"
-        "  ds4-server -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 16GB\n"
-        "  ds4-server -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 (docs/DISTRIBUTED.md)\n"
-        "  curl http://127.0.0.1:8000/v1/models");
+    app.footer(kFooter);
     if (const auto exit_code = ds4::frontend::parse(app, argc, argv, o)) return *exit_code;
     if (const std::string e = ds4::speculative::flag_error(o.spec); !e.empty()) {
         std::fprintf(stderr, "ds4-server: %s\n", e.c_str());

@@ -22,6 +22,25 @@
 
 namespace ds4::cli {
 
+// The end of --help: the interactive commands and examples.
+constexpr const char* kFooter =
+    "Without -p or --prompt-file, ds4 is an interactive chat: /help, /think, /think-max,\n"
+    "/nothink, /ctx N, /read FILE, /save FILE, /load FILE, /quit; Ctrl+C stops a reply,\n"
+    "Ctrl+D exits; history in ~/.ds4_history. -n caps each reply.\n"
+    "Examples:\n"
+    "  ds4 -m models/default.gguf\n"
+    "  ds4 -m models/default.gguf -p \"Hello\" --nothink -n 32\n"
+    "  ds4 -m models/default.gguf --inspect\n"
+    "  ds4 --inspect ds4flash.gguf\n"
+    "  ds4 -m models/default.gguf --token-ids ids.txt --dump-logits-f32 logits.f32\n"
+    "  ds4 -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 8GB -p \"Hello\"\n"
+    "  ds4 -m ds4flash.gguf --mtp mtp.gguf --mtp-draft 3 -p \"Hello\"   (docs/SPECULATIVE.md)\n"
+    "Pipeline over two machines (docs/DISTRIBUTED.md):\n"
+    "  ds4 -m M --role worker --layers 22:output --coordinator HOST 4000 --listen 0.0.0.0 4001\n"
+    "  ds4 -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 -p \"Hello\"\n"
+    "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
+    "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.";
+
 ParseResult parse_options(int argc, char** argv) {
     // Upstream spells the system prompt "-sys", which CLI11 cannot declare (short names are one
     // character): rewrite it to its long form before parsing.
@@ -108,22 +127,7 @@ ParseResult parse_options(int argc, char** argv) {
                  "plain text)")
         ->group("Diagnostics");
     pipeline::add_dist_flags(app, o.dist);
-    app.footer(
-        "Without -p or --prompt-file, ds4 is an interactive chat: /help, /think, /think-max,\n"
-        "/nothink, /ctx N, /read FILE, /save FILE, /load FILE, /quit; Ctrl+C stops a reply,\n"
-        "Ctrl+D exits; history in ~/.ds4_history. -n caps each reply.\n"
-        "Examples:\n"
-        "  ds4 -m models/default.gguf\n"
-        "  ds4 -m models/default.gguf -p \"Hello\" --nothink -n 32\n"
-        "  ds4 -m models/default.gguf --inspect\n"
-        "  ds4 --inspect ds4flash.gguf\n"
-        "  ds4 -m models/default.gguf --token-ids ids.txt --dump-logits-f32 logits.f32\n"
-        "  ds4 -m big.gguf --ssd-streaming --ssd-streaming-cache-experts 8GB -p \"Hello\"\n"
-        "Pipeline over two machines (docs/DISTRIBUTED.md):\n"
-        "  ds4 -m M --role worker --layers 22:output --coordinator HOST 4000 --listen 0.0.0.0 4001\n"
-        "  ds4 -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 -p \"Hello\"\n"
-        "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
-        "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.");
+    app.footer(kFooter);
     if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
     if (const std::string e = speculative::flag_error(o.spec); !e.empty()) {
         std::fprintf(stderr, "ds4: %s\n", e.c_str());
