@@ -5,7 +5,6 @@
 // are the file without the head's, byte for byte.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstring>
@@ -17,6 +16,7 @@
 #include "model/deepseek4/config.h"
 #include "model/deepseek4/layout.h"
 #include "support/gguf_test_util.h"
+#include "support/tool_run.h"
 
 namespace ds4::deepseek4 {
 namespace {
@@ -28,15 +28,10 @@ struct GenRun {
     std::string output;
 };
 
+// ds4-gguf-gen -q ARGS (split by the shell), its exit status and output.
 GenRun gen(const std::string& args) {
-    const std::string cmd = kGen + " -q " + args + " 2>&1";
-    std::FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return {-1, "popen failed"};
-    std::string out;
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    const int st = pclose(p);
-    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+    const test::RunResult r = test::run_command({"/bin/sh", "-c", kGen + " -q " + args});
+    return {r.exit_code, r.output};
 }
 
 class MtpGen : public ::testing::Test {
