@@ -28,6 +28,15 @@ const FormatOps* format_ops(TensorType t) {
 
 bool is_weight_format(TensorType t) { return format_ops(t) != nullptr; }
 
+std::string weight_format_names() {
+    std::string out;
+    for (const FormatOps* ops : kFormats) {
+        if (!out.empty()) out += ", ";
+        out += tensor_type_info(ops->type)->name;
+    }
+    return out;
+}
+
 bool multi_dot_for_one_activation(TensorType w) {
     const FormatOps* ops = format_ops(w);
     return ops && ops->multi_for_one_activation;

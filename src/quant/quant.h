@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "gguf/tensor_type.h"
 
@@ -63,7 +64,9 @@ struct FormatOps {
 
 // The format table entry, or nullptr for a type with no kernels here.
 const FormatOps* format_ops(TensorType t);
-bool is_weight_format(TensorType t);  // one of the 8 weight formats above
+bool is_weight_format(TensorType t);  // one of the weight formats above
+// The weight formats' names, comma-separated (for messages).
+std::string weight_format_names();
 TensorType dot_type(TensorType weight);  // throws ds4::Error for an unsupported type
 
 // Row conversions; n must be a multiple of the format's block size (ds4::Error otherwise).

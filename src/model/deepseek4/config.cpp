@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "model/metadata_reader.h"
 
 namespace ds4::deepseek4 {
 
@@ -230,128 +231,32 @@ void ModelConfig::write_metadata(gguf::Writer& w) const {
 
 namespace {
 
-// Typed key access with messages that name the file and the key.
-class KeyReader {
+// The deepseek4 keys through the family-neutral reader (model/metadata_reader.h), plus the
+// compression-ratio array, which only this family has.
+class KeyReader : public model::MetadataReader {
 public:
-    explicit KeyReader(const gguf::File& f) : f_(f) {}
-
-    const Value* find(const std::string& key) const { return f_.find(key); }
-
-    const Value& need(const std::string& key) const {
-        const Value* v = f_.find(key);
-        if (!v) fail("{}: metadata key '{}' missing", f_.path(), key);
-        return *v;
-    }
-
-    [[noreturn]] void wrong(const std::string& key, const Value& v, const char* expected) const {
-        fail("{}: metadata key '{}' has type {}, expected {}", f_.path(), key, describe(v),
-             expected);
-    }
-
-    [[noreturn]] void invalid(const std::string& key, const std::string& why) const {
-        fail("{}: metadata key '{}' {}", f_.path(), key, why);
-    }
-
-    uint64_t uint_of(const std::string& key, const Value& v, uint64_t max) const {
-        auto u = v.as_uint();
-        if (!u) {
-            if (v.as_int()) invalid(key, fmt::format("is negative ({})", v.to_string()));
-            wrong(key, v, "an unsigned integer (u32)");
-        }
-        if (*u > max) invalid(key, fmt::format("value {} is out of range (max {})", *u, max));
-        return *u;
-    }
-
-    uint32_t u32(const char* suffix) const {
-        const std::string key = arch_key(suffix);
-        return uint32_t(uint_of(key, need(key), std::numeric_limits<uint32_t>::max()));
-    }
-    // Accepts u32 and u64 encodings (and any other integer type that fits).
-    uint64_t u64(const char* suffix) const {
-        const std::string key = arch_key(suffix);
-        return uint_of(key, need(key), std::numeric_limits<uint64_t>::max());
-    }
-    // Optional u32 that must be absent or equal `only`.
-    void absent_or(const char* suffix, uint64_t only, const char* why) const {
-        const std::string key = arch_key(suffix);
-        if (const Value* v = find(key)) {
-            const uint64_t got = uint_of(key, *v, std::numeric_limits<uint64_t>::max());
-            if (got != only) invalid(key, fmt::format("is {}; {}", got, why));
-        }
-    }
-
-    float f32(const char* suffix) const {
-        const std::string key = arch_key(suffix);
-        const Value& v = need(key);
-        auto d = v.as_double();
-        if (!d) wrong(key, v, "a number (f32)");
-        return float(*d);
-    }
-
-    bool boolean(const char* suffix) const {
-        const std::string key = arch_key(suffix);
-        const Value& v = need(key);
-        if (v.is_array() || v.type != ValueType::BOOL) wrong(key, v, "bool");
-        return std::get<bool>(v.scalar);
-    }
-
-    const Value& array(const std::string& key, const Value& v, size_t min_len,
-                       const char* elem_kind) const {
-        if (!v.is_array()) wrong(key, v, elem_kind);
-        if (v.elems.size() < min_len)
-            invalid(key, fmt::format("has {} entries, expected at least {} (one per layer)",
-                                     v.elems.size(), min_len));
-        return v;
-    }
+    explicit KeyReader(const gguf::File& f) : model::MetadataReader(f, kArchitecture) {}
 
     std::vector<uint32_t> ratios(const char* suffix, uint32_t n) const {
-        const std::string key = arch_key(suffix);
-        const Value& v = array(key, need(key), n, "an array of i32/u32");
+        const std::string k = key(suffix);
+        const Value& v = array(k, need(k), n, "an array of i32/u32");
         std::vector<uint32_t> out(n);
         for (uint32_t i = 0; i < n; ++i) {
             auto e = v.elem_int(i);
-            if (!e) wrong(key, v, "an array of i32/u32");
+            if (!e) wrong(k, v, "an array of i32/u32");
             if (*e != 0 && *e != 4 && *e != 128)
-                invalid(key, fmt::format("entry {} is {}; only 0, 4 and 128 exist", i, *e));
+                invalid(k, fmt::format("entry {} is {}; only 0, 4 and 128 exist", i, *e));
             out[i] = uint32_t(*e);
         }
         return out;
     }
-
-    std::vector<float> floats(const std::string& key, const Value& v, uint32_t n) const {
-        array(key, v, n, "an array of f32");
-        std::vector<float> out(n);
-        for (uint32_t i = 0; i < n; ++i) {
-            auto e = v.elem_double(i);
-            if (!e) wrong(key, v, "an array of f32");
-            out[i] = float(*e);
-        }
-        return out;
-    }
-
-    static std::string describe(const Value& v) {
-        if (v.is_array()) return fmt::format("array of {}", gguf::value_type_name(v.elem_type));
-        return gguf::value_type_name(v.type);
-    }
-
-    const gguf::File& file() const { return f_; }
-
-private:
-    const gguf::File& f_;
 };
 
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const gguf::File& f) {
     KeyReader r(f);
-    {
-        const Value& arch = r.need("general.architecture");
-        const std::string* s = arch.as_string();
-        if (!s) r.wrong("general.architecture", arch, "string");
-        if (*s != kArchitecture)
-            r.invalid("general.architecture",
-                      fmt::format("is \"{}\", expected \"{}\"", *s, kArchitecture));
-    }
+    r.check_architecture();
 
     ModelConfig c;
     if (const Value* n = f.find("general.name"); n && n->as_string()) c.name = *n->as_string();

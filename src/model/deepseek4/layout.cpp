@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "gguf/reader.h"
 #include "model/deepseek4/split.h"
+#include "model/tensor_check.h"
 #include "quant/quant.h"
 
 namespace ds4::deepseek4 {
@@ -18,12 +19,6 @@ constexpr std::array<std::string_view, kTensorClassCount> kClassNames = {
     "embd", "output", "dense", "shared", "gate_up_exps", "down_exps",
     "hc", "compressor", "indexer", "router", "norm", "tid2eid", "mtp_proj",
 };
-
-std::string shape_str(const std::vector<int64_t>& ne) {
-    std::string s = "[";
-    for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-    return s + "]";
-}
 
 }  // namespace
 
@@ -164,28 +159,6 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c) {
 
 namespace {
 
-void check_type(const gguf::File& f, const gguf::TensorInfo& t, const TensorSpec& s) {
-    const std::string where = fmt::format("{}: tensor {}", f.path(), s.name);
-    if (s.cls == TensorClass::Norm) {
-        if (t.type != TensorType::F32)
-            fail("{}: type {} expected f32", where, tensor_type_name(t.type));
-        return;
-    }
-    if (s.cls == TensorClass::Tid2Eid) {
-        if (t.type != TensorType::I32)
-            fail("{}: type {} expected i32", where, tensor_type_name(t.type));
-        return;
-    }
-    if (!quant::is_weight_format(t.type))
-        fail("{}: type {} is not a weight format this engine supports "
-             "(f32, f16, bf16, q8_0, q2_K, q4_K, iq2_xxs, mxfp4)",
-             where, tensor_type_name(t.type));
-    const auto info = tensor_type_info(t.type);
-    if (s.ne[0] % info->block_values != 0)
-        fail("{}: rows of {} values are not a multiple of the {} block size {}", where, s.ne[0],
-             info->name, info->block_values);
-}
-
 void check_tid2eid(const gguf::File& f, const gguf::TensorInfo& t, const ModelConfig& c) {
     const uint8_t* p = f.data(t);
     const int64_t n = t.n_elements();
@@ -200,10 +173,10 @@ void check_tid2eid(const gguf::File& f, const gguf::TensorInfo& t, const ModelCo
 
 // A tensor of the layout as found in the file: its shape, type and (tid2eid) entries.
 void check_tensor(const gguf::File& f, const ModelConfig& cfg, const gguf::TensorInfo& t, const TensorSpec& s) {
-    const std::vector<int64_t> got(t.ne.begin(), t.ne.begin() + t.n_dims);
-    if (got != s.ne)
-        fail("{}: tensor {}: shape {} expected {}", f.path(), s.name, shape_str(got), shape_str(s.ne));
-    check_type(f, t, s);
+    const model::TypeRule rule = s.cls == TensorClass::Norm      ? model::TypeRule::F32
+                                 : s.cls == TensorClass::Tid2Eid ? model::TypeRule::I32
+                                                                 : model::TypeRule::Weight;
+    model::check_tensor(f, t, s.name, s.ne, rule);
     if (s.cls == TensorClass::Tid2Eid) check_tid2eid(f, t, cfg);
 }
 
@@ -220,7 +193,7 @@ void validate_layer_tensors(const gguf::File& f, const ModelConfig& cfg, const s
     for (const TensorSpec& s : layer_tensor_layout(cfg, prefix, layer, kind)) {
         const gguf::TensorInfo* t = f.find_tensor(s.name);
         if (!t)
-            fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, shape_str(s.ne),
+            fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, model::shape_str(s.ne),
                  tensor_class_name(s.cls));
         check_tensor(f, cfg, *t, s);
     }
@@ -232,7 +205,7 @@ void validate_layer_tensors(const gguf::File& f, const ModelConfig& cfg, const s
 void validate_tensor(const gguf::File& f, const ModelConfig& cfg, const TensorSpec& s) {
     const gguf::TensorInfo* t = f.find_tensor(s.name);
     if (!t)
-        fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, shape_str(s.ne),
+        fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, model::shape_str(s.ne),
              tensor_class_name(s.cls));
     check_tensor(f, cfg, *t, s);
 }
@@ -253,7 +226,7 @@ void validate_tensors(const gguf::File& f, const ModelConfig& cfg, const model::
             // A split file says which range it holds: the usual cause is opening it for another.
             const auto held = split_layers(f);
             fail("{}: tensor {} missing (expected shape {}, class {}{}){}", f.path(), s.name,
-                 shape_str(s.ne), tensor_class_name(s.cls),
+                 model::shape_str(s.ne), tensor_class_name(s.cls),
                  range.whole(cfg.n_layer) ? "" : ", needed by layers " + range.str(),
                  held ? "; this split file holds layers " + *held + " only: open it with --layers " +
                             *held + " (or a range inside it)"
@@ -334,7 +307,7 @@ void validate_specs(const gguf::File& f, const ModelConfig& cfg, const std::vect
         const gguf::TensorInfo* t = f.find_tensor(s.name);
         if (!t) {
             if (!required) continue;
-            fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, shape_str(s.ne),
+            fail("{}: tensor {} missing (expected shape {}, class {})", f.path(), s.name, model::shape_str(s.ne),
                  tensor_class_name(s.cls));
         }
         check_tensor(f, cfg, *t, s);
