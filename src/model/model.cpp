@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "model/deepseek4/model.h"
+#include "model/glm/model.h"
 
 namespace ds4::model {
 
@@ -29,14 +30,18 @@ std::unique_ptr<Model> open(const std::string& path, const OpenOptions& opt) {
         arch = *v->as_string();
     }
     if (arch == deepseek4::kArchitecture) return deepseek4::Model::load(path, opt);
-    fail("{}: architecture '{}' is not supported (this build runs: {})", path, arch, deepseek4::kArchitecture);
+    if (arch == glm::kArchitecture) return glm::Model::load(path, opt);
+    fail("{}: architecture '{}' is not supported (this build runs: {}, {})", path, arch, deepseek4::kArchitecture,
+         glm::kArchitecture);
 }
 
 std::string describe(const gguf::File& f) {
     const gguf::Value* v = f.find("general.architecture");
     const std::string arch = v && v->as_string() ? *v->as_string() : "";
     if (arch == deepseek4::kArchitecture) return deepseek4::describe(f);
-    fail("{}: architecture '{}' is not supported (this build runs: {})", f.path(), arch, deepseek4::kArchitecture);
+    if (arch == glm::kArchitecture) return glm::describe(f);
+    fail("{}: architecture '{}' is not supported (this build runs: {}, {})", f.path(), arch, deepseek4::kArchitecture,
+         glm::kArchitecture);
 }
 
 }  // namespace ds4::model

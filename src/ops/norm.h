@@ -1,5 +1,6 @@
 // RMS normalisation: y = w * x / sqrt(mean(x^2) + eps); w == nullptr means no weight.
-// The sum of squares is accumulated in double (as ggml does), so long rows stay exact.
+// LayerNorm: y = w * (x - mean) / sqrt(var + eps) + b (GLM's indexer keys).
+// Sums are accumulated in double (as ggml does), so long rows stay exact.
 #pragma once
 
 #include <cmath>
@@ -22,6 +23,25 @@ inline void rms_norm(const float* x, int64_t n, const float* w, float eps, float
         for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * scale);
     else
         for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+}
+
+// w and b may be null (no weight, no bias); y may be x.
+inline void layer_norm(const float* x, int64_t n, const float* w, const float* b, float eps, float* y) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += x[i];
+    const float mean = float(sum / double(n));
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float d = x[i] - mean;
+        ss += double(d) * d;
+    }
+    const float scale = 1.0f / std::sqrt(float(ss / double(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) {
+        float v = (x[i] - mean) * scale;
+        if (w) v *= w[i];
+        if (b) v += b[i];
+        y[i] = v;
+    }
 }
 
 }  // namespace ds4::ops

@@ -30,8 +30,15 @@ Rope::Rope(const RopeParams& p) : dim_(p.rope_dim) {
 }
 
 void Rope::apply(float* x, int n_heads, int head_dim, int64_t pos, bool inverse) const {
+    rotate(x, n_heads, head_dim, head_dim - dim_, pos, inverse);
+}
+
+void Rope::apply_leading(float* x, int n_heads, int head_dim, int64_t pos) const {
+    rotate(x, n_heads, head_dim, 0, pos, false);
+}
+
+void Rope::rotate(float* x, int n_heads, int head_dim, int start, int64_t pos, bool inverse) const {
     const int half = dim_ / 2;
-    const int start = head_dim - dim_;
     for (int i = 0; i < half; ++i) {
         const float phi = float(pos) * freq_[i];  // fp32 angle, as the official reference
         const float c = std::cos(phi), s = inverse ? -std::sin(phi) : std::sin(phi);

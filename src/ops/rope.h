@@ -27,8 +27,11 @@ public:
     // Rotates the last rope_dim values of each of n_heads heads of width head_dim by +p
     // (inverse = false) or -p (inverse = true).
     void apply(float* x, int n_heads, int head_dim, int64_t pos, bool inverse = false) const;
+    // The same on the FIRST rope_dim values of each head (GLM's indexer rows: [rope | rest]).
+    void apply_leading(float* x, int n_heads, int head_dim, int64_t pos) const;
 
 private:
+    void rotate(float* x, int n_heads, int head_dim, int start, int64_t pos, bool inverse) const;
     int dim_;
     std::vector<float> freq_;
 };

@@ -18,108 +18,9 @@
 #include "model/deepseek4/layout.h"
 #include "model/deepseek4/sequence.h"
 #include "model/deepseek4/split.h"
+#include "model/file_hashes.h"
 
 namespace ds4::deepseek4 {
-namespace {
-
-std::array<uint8_t, 16> digest(XXH3_state_t* st) {
-    const XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, h);
-    std::array<uint8_t, 16> out;
-    std::memcpy(out.data(), c.digest, 16);
-    return out;
-}
-
-struct Hasher {
-    XXH3_state_t* st = XXH3_createState();
-    Hasher() { XXH3_128bits_reset(st); }
-    ~Hasher() { XXH3_freeState(st); }
-    void bytes(const void* p, size_t n) { XXH3_128bits_update(st, p, n); }
-    void str(const std::string& s) {
-        const uint64_t n = s.size();
-        bytes(&n, sizeof n);
-        bytes(s.data(), s.size());
-    }
-    template <class T>
-    void pod(T v) { bytes(&v, sizeof v); }
-    void scalar(const gguf::Value::Scalar& v) {
-        pod(uint32_t(v.index()));
-        std::visit([&](const auto& x) {
-            if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>) str(x);
-            else pod(x);
-        }, v);
-    }
-    std::array<uint8_t, 16> done() { return digest(st); }
-};
-
-// Every metadata key but general.* (names, authors, split markers: not the model's math) and
-// the range a split file records (a split file is the same model: states stay compatible).
-std::array<uint8_t, 16> metadata_hash(const gguf::File& f) {
-    Hasher h;
-    for (const auto& [k, v] : f.metadata()) {
-        if (k.rfind("general.", 0) == 0 && k != "general.architecture") continue;
-        if (k == kSplitLayersKey) continue;
-        h.str(k);
-        h.pod(uint32_t(v.type));
-        if (v.is_array()) {
-            h.pod(uint32_t(v.elem_type));
-            h.pod(uint64_t(v.elems.size()));
-            for (const auto& e : v.elems) h.scalar(e);
-        } else {
-            h.scalar(v.scalar);
-        }
-    }
-    return h.done();
-}
-
-// A Copy load of a range reads only the range's tensors: blk.N.* of its layers, the embedding
-// when it starts at layer 0, the head's tensors when it ends with the output.
-bool tensor_in_range(const std::string& name, const model::LayerRange& r) {
-    unsigned layer = 0;
-    if (std::sscanf(name.c_str(), "blk.%u.", &layer) == 1) return r.contains(layer);
-    if (name.rfind("token_embd.", 0) == 0) return r.embedding();
-    if (name.rfind("output", 0) == 0) return r.output;
-    return true;
-}
-
-// The routed-expert tensors (SSD streaming leaves them on disk).
-bool is_routed_expert(const std::string& name) {
-    return name.ends_with("ffn_gate_exps.weight") || name.ends_with("ffn_up_exps.weight") ||
-           name.ends_with("ffn_down_exps.weight");
-}
-
-// Until the caller sets a source, a streaming model has no experts.
-class NoExperts final : public model::ExpertSource {
-public:
-    void prepare(uint32_t layer, std::span<const int32_t>, std::span<const int32_t>) override {
-        fail("layer {}: the model was opened for SSD streaming but no expert source is set", layer);
-    }
-    model::ExpertWeights expert(uint32_t layer, int32_t e) const override {
-        fail("layer {} expert {}: no expert source is set", layer, e);
-    }
-};
-
-// Bytes [at, at + n) of a file the load did not keep in memory.
-void read_exact(const std::string& path, uint64_t at, uint8_t* dst, size_t n) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
-    size_t done = 0;
-    while (done < n) {
-        const ssize_t r = ::pread(fd, dst + done, n - done, off_t(at + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            const int e = r < 0 ? errno : 0;
-            ::close(fd);
-            fail("{}: read of {} bytes at byte {} failed: {}", path, n, at + done,
-                 e ? std::strerror(e) : "unexpected end of file");
-        }
-        done += size_t(r);
-    }
-    ::close(fd);
-}
-
-}  // namespace
 
 Model::Model(int threads) : model::Model(threads), ws_(std::make_unique<blocks::Workspace>()) {}
 Model::~Model() = default;
@@ -134,13 +35,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
     if (opt.stream_experts) {
         m->file_.reset();
         m->file_ = gguf::File::open(path, gguf::File::Load::Copy, [range](const gguf::TensorInfo& t) {
-            return tensor_in_range(t.name, range) && !is_routed_expert(t.name);
+            return model::tensor_in_range(t.name, range) && !model::is_routed_expert(t.name);
         });
     } else if (opt.load == gguf::File::Load::Copy) {
         m->file_.reset();
         gguf::File::TensorFilter keep;
         if (!range.whole(m->cfg_.n_layer))
-            keep = [range](const gguf::TensorInfo& t) { return tensor_in_range(t.name, range); };
+            keep = [range](const gguf::TensorInfo& t) { return model::tensor_in_range(t.name, range); };
         m->file_ = gguf::File::open(path, gguf::File::Load::Copy, keep);
     }
     const ModelConfig& c = m->cfg_;
@@ -155,33 +56,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
     info.hidden_size = int64_t(c.hc_dim());
     info.trained_ctx = c.context_length;
     info.range = range;
-    info.metadata_hash = metadata_hash(*m->file_);
+    info.metadata_hash = model::metadata_hash(*m->file_);
     m->layer_hash_.assign(c.n_layer, {});
-    for (uint32_t il = range.first; il <= range.last; ++il) {
-        Hasher h;
-        const std::string prefix = fmt::format("blk.{}.", il);
-        for (const gguf::TensorInfo& t : m->file_->tensors()) {
-            if (t.name.rfind(prefix, 0) != 0) continue;
-            h.str(t.name);
-            h.pod(uint32_t(t.type));
-            for (uint32_t d = 0; d < t.n_dims; ++d) h.pod(t.ne[d]);
-            // A sample of the bytes (one page at each end) tells apart files of one layout
-            // whose weights differ, e.g. two generator seeds.
-            const size_t k = std::min<size_t>(64, t.n_bytes);
-            if (m->file_->holds(t)) {
-                h.bytes(m->file_->data(t), k);
-                h.bytes(m->file_->data(t) + t.n_bytes - k, k);
-            } else {  // a streamed expert tensor: the same bytes, from the disk
-                uint8_t ends[128];
-                const uint64_t at = m->file_->data_offset() + t.offset;
-                read_exact(path, at, ends, k);
-                read_exact(path, at + t.n_bytes - k, ends + k, k);
-                h.bytes(ends, k);
-                h.bytes(ends + k, k);
-            }
-        }
-        m->layer_hash_[il] = h.done();
-    }
+    for (uint32_t il = range.first; il <= range.last; ++il) m->layer_hash_[il] = model::layer_hash(*m->file_, path, il);
 
     ops::RopeParams plain{int(c.rope_dim), c.rope_base, false};
     ops::RopeParams compressed{int(c.rope_dim),        c.compress_rope_base, true,
@@ -196,7 +73,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
             LayerWeights& L = m->w_.layers[il];
             for (ExpertMatrix* x : {&L.gate_exps, &L.up_exps, &L.down_exps}) x->all.data = nullptr;
         }
-        m->experts_ = std::make_shared<NoExperts>();
+        m->experts_ = std::make_shared<model::NoExperts>();
         return m;
     }
     std::vector<model::LayerExperts> experts(c.n_layer);
@@ -226,32 +103,14 @@ void Model::set_expert_source(std::shared_ptr<model::ExpertSource> source) {
 }
 
 model::ExpertFileLayout Model::expert_layout() const {
-    model::ExpertFileLayout out;
-    out.path = file_->path();
-    out.file_size = file_->file_size();
-    out.n_expert = cfg_.n_expert;
-    out.n_expert_used = cfg_.n_expert_used;
-    out.layers.resize(cfg_.n_layer);
+    std::vector<model::LayerExperts> layers(cfg_.n_layer);
+    std::vector<uint8_t> held(cfg_.n_layer, 0);
     for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
-        model::ExpertFileLayout::Layer& L = out.layers[il];
-        L.held = true;
-        const char* names[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"};
-        const ExpertMatrix* mats[3] = {&w_.layers[il].gate_exps, &w_.layers[il].up_exps, &w_.layers[il].down_exps};
-        for (int k = 0; k < 3; ++k) {
-            const gguf::TensorInfo& t = file_->tensor(fmt::format("blk.{}.{}", il, names[k]));
-            model::ExpertTensorFile& p = L.parts[size_t(k)];
-            p.type = t.type;
-            p.rows_per_expert = mats[k]->rows_per_expert;
-            p.cols = mats[k]->all.cols;
-            p.row_bytes = mats[k]->all.row_bytes;
-            p.offset = file_->data_offset() + t.offset;
-            p.expert_bytes = uint64_t(p.rows_per_expert) * p.row_bytes;
-            if (p.expert_bytes * uint64_t(cfg_.n_expert) != t.n_bytes)
-                fail("{}: tensor {} holds {} bytes, not {} experts of {}", out.path, t.name, t.n_bytes,
-                     cfg_.n_expert, p.expert_bytes);
-        }
+        const LayerWeights& L = w_.layers[il];
+        layers[il] = {L.gate_exps, L.up_exps, L.down_exps};
+        held[il] = 1;
     }
-    return out;
+    return model::expert_file_layout(*file_, cfg_.n_expert, cfg_.n_expert_used, layers, held);
 }
 
 std::string describe(const gguf::File& f) {

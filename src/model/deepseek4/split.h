@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "model/file_hashes.h"
 #include "model/layer_range.h"
 
 namespace ds4::gguf {
@@ -21,7 +22,7 @@ namespace ds4::deepseek4 {
 
 // The metadata key a split file records its range in (LayerRange::str(), e.g. "31:output").
 // Left out of the metadata hash: a split file is the same model.
-inline constexpr const char* kSplitLayersKey = "ds4.split.layers";
+using model::kSplitLayersKey;  // model/file_hashes.h
 
 // The range a split file records; nullopt for a file that is not a split.
 std::optional<std::string> split_layers(const gguf::File& f);

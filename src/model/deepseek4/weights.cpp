@@ -4,43 +4,13 @@
 
 #include "common/error.h"
 #include "model/deepseek4/layout.h"
+#include "model/tensor_binder.h"
 #include "quant/quant.h"
 
 namespace ds4::deepseek4 {
 namespace {
 
-class Binder {
-public:
-    explicit Binder(const gguf::File& f) : f_(f) {}
-
-    const gguf::TensorInfo& info(const std::string& name) const { return f_.tensor(name); }
-
-    ops::Matrix matrix(const std::string& name) const {
-        const gguf::TensorInfo& t = info(name);
-        return ops::Matrix{t.type, t.ne[1] * t.ne[2] * t.ne[3], t.ne[0], f_.data(t),
-                           row_bytes(t.type, t.ne[0])};
-    }
-    ExpertMatrix experts(const std::string& name) const {
-        return ExpertMatrix{matrix(name), info(name).ne[1]};
-    }
-    const float* f32(const std::string& name) const {
-        const gguf::TensorInfo& t = info(name);
-        if (t.type != TensorType::F32) fail("{}: tensor {} must be f32", f_.path(), name);
-        return reinterpret_cast<const float*>(f_.data(t));
-    }
-    const float* f32_optional(const std::string& name) const {
-        return f_.find_tensor(name) ? f32(name) : nullptr;
-    }
-    std::vector<float> dequantized(const std::string& name) const {
-        const gguf::TensorInfo& t = info(name);
-        std::vector<float> out(size_t(t.n_elements()));
-        quant::dequantize_row(t.type, f_.data(t), out.data(), t.n_elements());
-        return out;
-    }
-
-private:
-    const gguf::File& f_;
-};
+using Binder = model::TensorBinder;
 
 CompressorWeights compressor(const Binder& b, const std::string& prefix, int ratio, int width) {
     CompressorWeights c;

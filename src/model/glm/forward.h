@@ -1,0 +1,45 @@
+// The GLM forward pass's internals (private to src/model/glm): what a layer's sublayers see of
+// a call, and the two sublayers. X is the residual stream of the call's rows, [rows][n_embd],
+// updated in place (x += attention(x), then x += ffn(x)).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "model/blocks/rows.h"
+#include "model/blocks/workspace.h"
+#include "model/glm/model.h"
+#include "model/glm/sequence.h"
+
+namespace ds4::glm {
+
+using blocks::for_tokens;
+using blocks::grow;
+using blocks::Rows;
+using blocks::ScratchArena;
+using blocks::Workspace;
+
+inline Sequence& sequence(const Rows::Span& sp) { return *static_cast<Sequence*>(sp.seq); }
+
+// Each row's key choice of the last full-indexer layer of the call (the shared layers after it
+// reuse it): chosen[t] = false while the row sees no more than top-k keys (it attends to all).
+struct TopK {
+    std::vector<std::vector<int32_t>> rows;  // [rows] ascending positions
+    std::vector<uint8_t> chosen;             // [rows]
+};
+
+struct LayerContext {
+    const GlmConfig& cfg;
+    const Model& model;
+    ThreadPool& pool;
+    Workspace& ws;
+    const Rows& rows;
+    TopK& top_k;
+    model::ExpertSource& experts = model.experts();
+};
+
+void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);
+void ffn_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);
+
+}  // namespace ds4::glm
