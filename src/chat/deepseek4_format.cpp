@@ -22,9 +22,11 @@ public:
         if (tok.special().eos != markers_.eos)
             fail("tokenizer.ggml.eos_token_id is {}, but the DeepSeek V4 chat format ends a turn "
                  "with '{}' (id {})", tok.special().eos, kEos, markers_.eos);
+        stop_ids_ = {markers_.eos};
     }
 
     std::string_view name() const override { return "deepseek4"; }
+    SamplingDefaults sampling_defaults() const override { return {}; }
 
     ThinkingMode effective_thinking(ThinkingMode mode, int64_t context_size) const override {
         return chat::effective_thinking(mode, context_size);

@@ -1,6 +1,7 @@
 #include "chat/format.h"
 
 #include "chat/deepseek4_format.h"
+#include "chat/glm_format.h"
 #include "chat/prompt_tokens.h"
 #include "common/error.h"
 #include "gguf/reader.h"
@@ -17,6 +18,7 @@ struct Known {
 };
 const Known kKnown[] = {
     {"deepseek4", [](const FormatKey&, const tokenizer::Tokenizer& tok) { return make_deepseek4_format(tok); }},
+    {"glm-dsa", [](const FormatKey&, const tokenizer::Tokenizer& tok) { return make_glm_format(tok); }},
 };
 
 std::string string_key(const gguf::File& f, const std::string& key) {

@@ -7,7 +7,8 @@
 // A format is bound to the tokenizer of its model: its marker ids are resolved (and checked)
 // through the tokenizer when it is made. The formats this build knows are chosen by the GGUF's
 // general.architecture (format.cpp holds the table): "deepseek4" -> DeepSeek V4 with DSML tool
-// calls (chat/deepseek4_format.h). Thread-safe: every method is const, parsers are per reply.
+// calls (chat/deepseek4_format.h); "glm-dsa" -> GLM 5.2 with <tool_call> tool calls
+// (chat/glm_format.h). Thread-safe: every method is const, parsers are per reply.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,15 @@ struct MarkerIds {
     int32_t tool = -1;       // the tool-call syntax's marker (V4: ｜DSML｜)
 };
 
+// The sampling a family is served with unless the user sets it (spec/PRODUCT.md §9.1: upstream's
+// DeepSeek defaults T = 1, top-p = 1, min-p = 0.05; GLM's T = 1, top-p = 0.95, min-p = 0).
+// The front ends own the sampler: they read these where a flag or request field is unset.
+struct SamplingDefaults {
+    float temperature = 1.0f;
+    float top_p = 1.0f;
+    float min_p = 0.05f;
+};
+
 // The metadata a format is chosen by.
 struct FormatKey {
     std::string architecture;   // general.architecture
@@ -64,6 +74,11 @@ public:
     virtual std::string_view name() const = 0;
     const tokenizer::Tokenizer& tokenizer() const { return tok_; }
     const MarkerIds& markers() const { return markers_; }
+    // The tokens that end a reply when sampled (V4: EOS; GLM: <|endoftext|> and the role
+    // markers that open the next turn, <|user|> and <|observation|> among them). Generation
+    // must stop at every one of them, not only at tokenizer.ggml.eos_token_id.
+    const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+    virtual SamplingDefaults sampling_defaults() const = 0;
 
     // The thinking mode a request for `mode` gets with a context of `context_size` tokens
     // (a format may gate a mode on the context).
@@ -101,6 +116,7 @@ protected:
 
     const tokenizer::Tokenizer& tok_;
     MarkerIds markers_;
+    std::vector<int32_t> stop_ids_;
 };
 
 }  // namespace ds4::chat

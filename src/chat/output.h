@@ -26,6 +26,10 @@ struct OutputEvent {
 struct OutputParserOptions {
     bool thinking = true;  // the prompt ended with the format's open-reasoning marker
     bool tools = false;    // tools are active: look for tool-call blocks in content
+    // The request's OpenAI "tools" array as JSON text (empty: none given). A format whose
+    // tool calls carry untyped argument text (GLM) types each value by its parameter's schema;
+    // without a schema it goes by the text. DeepSeek V4's calls carry their own types.
+    std::string tools_json{};
 };
 
 // A streaming parser of one reply. Feed decoded text in chunks of any size; events come out as
@@ -63,5 +67,10 @@ struct ParsedOutput {
     bool malformed = false;     // content holds the raw text after the reasoning
     bool unterminated = false;  // likewise: a block started and never closed
 };
+
+// The whole-output parse through `parser` (a new one): every event of `text` gathered. A
+// malformed or unterminated block gives no calls and the text after the reasoning as content
+// (DS4's policy: what cannot be parsed is model output).
+ParsedOutput parse_whole(StreamParser& parser, std::string_view text);
 
 }  // namespace ds4::chat

@@ -2,12 +2,14 @@
 
 #include "chat/json_text.h"
 #include "chat/markers.h"
+#include "chat/text_scan.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <utility>
 
 namespace ds4::chat {
 
@@ -29,51 +31,11 @@ constexpr size_t kMaxTagBytes = 4096;
 // The longest entity we decode ("&apos;") without its ';'.
 constexpr size_t kMaxPartialEntity = 5;
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
-// Bytes at the end of s that begin a UTF-8 sequence which is not complete yet.
-size_t utf8_partial_tail(std::string_view s) {
-    const size_t n = s.size();
-    for (size_t back = 1; back <= 3 && back <= n; ++back) {
-        const auto c = static_cast<unsigned char>(s[n - back]);
-        if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
-        size_t need = 1;
-        if ((c & 0xE0) == 0xC0) need = 2;
-        else if ((c & 0xF0) == 0xE0) need = 3;
-        else if ((c & 0xF8) == 0xF0) need = 4;
-        return need > back ? back : 0;
-    }
-    return 0;
-}
-
-// Length of the longest suffix of s that is a proper prefix of one of the markers.
-template <size_t N>
-size_t marker_partial_tail(std::string_view s, const std::array<std::string_view, N>& markers) {
-    size_t best = 0;
-    for (std::string_view m : markers) {
-        for (size_t k = std::min(s.size(), m.size() - 1); k > best; --k) {
-            if (s.substr(s.size() - k) == m.substr(0, k)) {
-                best = k;
-                break;
-            }
-        }
-    }
-    return best;
-}
-
-// Earliest occurrence of any marker: {position, marker length}.
-template <size_t N>
-std::optional<std::pair<size_t, size_t>> find_first(std::string_view s,
-                                                    const std::array<std::string_view, N>& markers) {
-    std::optional<std::pair<size_t, size_t>> best;
-    for (std::string_view m : markers) {
-        const size_t p = s.find(m);
-        if (p != std::string_view::npos && (!best || p < best->first)) best = {{p, m.size()}};
-    }
-    return best;
-}
+using scan::find_first;
+using scan::is_space;
+using scan::marker_partial_tail;
+using scan::starts_with;
+using scan::utf8_partial_tail;
 
 // A trailing '&' that may still become one of the decoded entities.
 size_t entity_partial_tail(std::string_view s) {
@@ -189,7 +151,7 @@ TagResult parse_tag(std::string_view s, Tag& tag, size_t& length) {
 }  // namespace
 
 OutputParser::OutputParser(OutputParserOptions options)
-    : options_(options), state_(options.thinking ? State::ThinkStart : State::LeadingEnd) {}
+    : options_(std::move(options)), state_(options_.thinking ? State::ThinkStart : State::LeadingEnd) {}
 
 void OutputParser::consume(size_t n, bool raw) {
     if (raw) raw_block_.append(buf_, 0, n);
@@ -468,8 +430,7 @@ bool OutputParser::step_value(bool eof, std::vector<OutputEvent>& out) {
     return false;
 }
 
-ParsedOutput parse_output(std::string_view text, OutputParserOptions options) {
-    OutputParser parser(options);
+ParsedOutput parse_whole(StreamParser& parser, std::string_view text) {
     std::vector<OutputEvent> events;
     parser.feed(text, events);
     parser.finish(events);
@@ -492,6 +453,11 @@ ParsedOutput parse_output(std::string_view text, OutputParserOptions options) {
         r.content = parser.content_start() >= 0 ? std::string(text.substr(size_t(parser.content_start()))) : "";
     }
     return r;
+}
+
+ParsedOutput parse_output(std::string_view text, OutputParserOptions options) {
+    OutputParser parser(std::move(options));
+    return parse_whole(parser, text);
 }
 
 }  // namespace ds4::chat

@@ -2,6 +2,7 @@
 
 #include "chat/json_text.h"
 #include "chat/markers.h"
+#include "chat/prompt_builder.h"
 #include "common/error.h"
 
 #include <algorithm>
@@ -12,23 +13,7 @@ namespace ds4::chat {
 using ojson = nlohmann::ordered_json;
 
 namespace {
-
-// The prompt under construction: renderer text is trusted, text from the messages and tools is
-// not (its marker look-alikes must stay plain text when tokenized).
-struct Builder {
-    RenderedPrompt p;
-    void t(std::string_view s) { p.text += s; }
-    void u(std::string_view s) {
-        if (s.empty()) return;
-        p.untrusted.push_back({p.text.size(), s.size()});
-        p.text += s;
-    }
-    void append(const Builder& b) {
-        for (const TextSpan& sp : b.p.untrusted) p.untrusted.push_back({p.text.size() + sp.offset, sp.length});
-        p.text += b.p.text;
-    }
-};
-
+using Builder = PromptBuilder;
 }  // namespace
 
 const std::string_view kThinkMaxPrefix =

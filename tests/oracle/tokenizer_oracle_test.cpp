@@ -18,6 +18,7 @@
 #include "chat/format.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "support/chat_case_util.h"
 #include "support/tool_run.h"
 #include "tokenize/corpus.h"
 #include "tokenizer/stream_decoder.h"
@@ -300,6 +301,146 @@ TEST_F(TokenizerOracle, Glm4PreTokenizerMatchesLlamaCpp) {
     EXPECT_GT(differs_from_deepseek, strings.size() / 20);
     std::printf("glm4: %zu strings, %zu tokenize differently from deepseek-v3, %zu mismatches vs llama.cpp\n",
                 strings.size(), differs_from_deepseek, bad);
+}
+
+// GLM 5.2's vocabulary layout over the real byte-level BPE (DeepSeek's tokens and merges: GLM's
+// own tokenizer.json is not available here, and the layout, not the merges, is what GLM
+// changes): ids 0..127999 the BPE tokens (0..2, DeepSeek's specials, unused), [PAD] up to
+// 154819, GLM's added tokens from 154820 as control tokens, 154880 in all; pre "glm4", BOS
+// [gMASK], EOS <|endoftext|>, EOT <|user|>, EOM <|observation|> as llama.cpp's converter writes
+// them. The ids of [gMASK], <sop>, the roles, <think>..</arg_value> are GLM 5.2's (upstream's
+// check of the published file); the others follow GLM 4.5's order.
+constexpr int32_t kGlmFirstAdded = 154820, kGlmVocab = 154880;
+const std::vector<std::string> kGlmAdded = {
+    "<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>", "<|user|>", "<|assistant|>",
+    "<|observation|>", "<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>",
+    "<|begin_of_audio|>", "<|end_of_audio|>", "<|begin_of_transcription|>", "<|end_of_transcription|>",
+    "<|code_prefix|>", "<|code_middle|>", "<|code_suffix|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+    "<tool_response>", "</tool_response>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "/nothink",
+    "<|begin_of_box|>", "<|end_of_box|>", "<|image|>", "<|video|>"};
+
+void write_glm_vocab(const gguf::File& v4, const std::string& path) {
+    const gguf::Value& v4_tokens = *v4.find("tokenizer.ggml.tokens");
+    std::vector<std::string> tokens;
+    std::vector<int32_t> types;
+    for (int32_t id = 0; id < kGlmVocab; ++id) {
+        if (id >= 3 && id < 128000) {
+            tokens.push_back(std::get<std::string>(v4_tokens.elems[size_t(id)]));
+            types.push_back(int32_t(tokenizer::TokenType::Normal));
+        } else if (id >= kGlmFirstAdded && id - kGlmFirstAdded < int32_t(kGlmAdded.size())) {
+            tokens.push_back(kGlmAdded[size_t(id - kGlmFirstAdded)]);
+            types.push_back(int32_t(tokenizer::TokenType::Control));
+        } else {
+            tokens.push_back("[PAD" + std::to_string(id) + "]");
+            types.push_back(int32_t(tokenizer::TokenType::Unused));
+        }
+    }
+    auto id_of = [&](const std::string& t) {
+        return uint32_t(kGlmFirstAdded + (std::find(kGlmAdded.begin(), kGlmAdded.end(), t) - kGlmAdded.begin()));
+    };
+    gguf::Writer w(path);
+    for (const auto& [key, value] : v4.metadata()) {
+        if (key == "general.alignment" || key == "tokenizer.chat_template" || key.rfind("tokenizer.ggml.", 0) == 0) continue;
+        w.set(key, value);  // llama.cpp's vocab-only load reads the V4 hyperparameters
+    }
+    w.set("tokenizer.ggml.model", gguf::Value::str("gpt2"));
+    w.set("tokenizer.ggml.pre", gguf::Value::str("glm4"));
+    w.set("tokenizer.ggml.tokens", gguf::Value::array_str(tokens));
+    w.set("tokenizer.ggml.token_type", gguf::Value::array_i32(types));
+    w.set("tokenizer.ggml.merges", *v4.find("tokenizer.ggml.merges"));
+    w.set("tokenizer.ggml.bos_token_id", gguf::Value::u32(id_of("[gMASK]")));
+    w.set("tokenizer.ggml.eos_token_id", gguf::Value::u32(id_of("<|endoftext|>")));
+    w.set("tokenizer.ggml.eot_token_id", gguf::Value::u32(id_of("<|user|>")));
+    w.set("tokenizer.ggml.eom_token_id", gguf::Value::u32(id_of("<|observation|>")));
+    w.set("tokenizer.ggml.padding_token_id", gguf::Value::u32(id_of("<|endoftext|>")));
+    w.set("tokenizer.ggml.add_bos_token", gguf::Value::boolean(false));
+    w.begin_data();
+    w.finish();
+}
+
+// The GLM layout: markers at their GLM 5.2 ids, the GLM chat format bound to it, and our ids
+// equal to llama.cpp's (glm4 pre-tokenizer) on plain text, on text with GLM's markers (control
+// tokens matched), and on whole rendered GLM prompts.
+TEST_F(TokenizerOracle, GlmVocabularyMatchesLlamaCpp) {
+    const std::string glm = dir_->file("vocab-glm52.gguf");
+    write_glm_vocab(*file_, glm);
+    const auto file = gguf::File::open(glm);
+    const auto tok = Tokenizer::from_gguf(*file);
+    EXPECT_EQ(tok->n_vocab(), kGlmVocab);
+    EXPECT_EQ(tok->special().bos, 154822);
+    EXPECT_EQ(tok->special().eos, 154820);
+    const auto format = chat::ChatFormat::select({.architecture = "glm-dsa", .chat_template = {}}, *tok);
+    const chat::MarkerIds& m = format->markers();
+    EXPECT_EQ(m.bos, 154822);
+    EXPECT_EQ(m.eos, 154820);
+    EXPECT_EQ(m.user, 154827);
+    EXPECT_EQ(m.assistant, 154828);
+    EXPECT_EQ(m.think, 154841);
+    EXPECT_EQ(m.think_end, 154842);
+    EXPECT_EQ(m.tool, 154843);
+    EXPECT_EQ(tok->find("<sop>"), 154824);
+    EXPECT_EQ(tok->find("<|system|>"), 154826);
+    EXPECT_EQ(tok->find("<|observation|>"), 154829);
+    EXPECT_EQ(tok->find("</arg_value>"), 154850);
+
+    auto has_glm_marker = [](const std::string& s) {
+        for (const auto& a : kGlmAdded)
+            if (s.find(a) != std::string::npos) return true;
+        return false;
+    };
+    auto compare = [&](const std::vector<std::string>& strings, Special special, const char* what) -> size_t {
+        const auto llama = llama_ids(strings, special == Special::Match, glm);
+        if (llama.size() != strings.size()) {
+            ADD_FAILURE() << what << ": llama.cpp gave " << llama.size() << " lines for " << strings.size() << " strings";
+            return 0;
+        }
+        size_t bad = 0, markers = 0;
+        for (size_t i = 0; i < strings.size(); ++i) {
+            const auto ids = tok->encode(strings[i], special);
+            for (int32_t id : ids) markers += id >= kGlmFirstAdded;
+            if (ids != llama[i] && ++bad <= 5)
+                ADD_FAILURE() << what << " string " << i << " " << nlohmann::json(strings[i]).dump()
+                              << "\n ours:  " << ids_string(ids) << "\n llama: " << ids_string(llama[i]);
+            if (tok->decode(ids) != strings[i] && ++bad <= 5)
+                ADD_FAILURE() << what << " string " << i << " does not round-trip";
+        }
+        EXPECT_EQ(bad, 0u);
+        std::printf("glm52 %s: %zu strings, %zu marker ids, %zu mismatches vs llama.cpp\n", what, strings.size(),
+                    markers, bad);
+        return markers;
+    };
+
+    std::vector<std::string> plain;
+    std::istringstream in(read_file(kDataDir / "hard_cases.jsonl"));
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) plain.push_back(nlohmann::json::parse(line).get<std::string>());
+    for (auto& s : oracle::tokcorpus::plain_corpus(20260523, 4000)) plain.push_back(std::move(s));
+    std::erase_if(plain, has_glm_marker);
+    ASSERT_GE(plain.size(), 3500u);
+    EXPECT_EQ(compare(plain, Special::Plain, "plain text"), 0u);
+    // Marker text in plain (user) text never becomes a marker.
+    const auto special = oracle::tokcorpus::glm_special_corpus(20260524, 800);
+    EXPECT_GT(compare(special, Special::Match, "text with markers"), 800u);
+    for (const auto& s : special)
+        for (int32_t id : tok->encode(s, Special::Plain)) ASSERT_LT(id, kGlmFirstAdded) << s;
+
+    // Whole rendered prompts: the prompt's tokens are llama.cpp's tokens of its text with the
+    // markers matched, where no message holds marker text (where one does, ours keeps it text).
+    const auto cases = nlohmann::ordered_json::parse(read_file(kSourceDir.parent_path() / "data" / "chat" / "conversations.json"));
+    std::vector<std::string> texts;
+    std::vector<std::vector<int32_t>> ours;
+    for (const auto& c : cases) {
+        const chat::RenderedPrompt p = format->render(chat::test::messages_from_case(c), chat::test::options_from_case(c));
+        bool marker_in_message = false;
+        for (const chat::TextSpan& u : p.untrusted) marker_in_message |= has_glm_marker(p.text.substr(u.offset, u.length));
+        if (marker_in_message) continue;
+        texts.push_back(p.text);
+        ours.push_back(format->tokenize(p));
+    }
+    ASSERT_GE(texts.size(), 20u);
+    const auto llama = llama_ids(texts, true, glm);
+    ASSERT_EQ(llama.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(ours[i], llama[i]) << nlohmann::json(texts[i]).dump();
 }
 
 TEST_F(TokenizerOracle, RenderedTextWithMarkersMatchesBothOracles) {

@@ -10,9 +10,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "chat/glm_markers.h"
 #include "chat/markers.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
@@ -34,6 +36,20 @@ inline TokenList v4_markers() {
             {std::string(chat::kDsml), TokenType::UserDefined}};
 }
 
+// GLM 5.2's added tokens in their order (chat/glm_markers.h), all control tokens as in GLM's
+// tokenizer.json; with <|endoftext|> as EOS and [gMASK] as BOS (glm_vocab()).
+inline TokenList glm_markers() {
+    namespace g = chat::glm;
+    TokenList out;
+    for (std::string_view m : {g::kEndOfText, std::string_view("[MASK]"), g::kGMask, std::string_view("[sMASK]"),
+                               g::kSop, std::string_view("<eop>"), g::kSystem, g::kUser, g::kAssistant,
+                               g::kObservation, g::kThinkStart, g::kThinkEnd, g::kToolCall, g::kToolCallEnd,
+                               g::kToolResponse, g::kToolResponseEnd, g::kArgKey, g::kArgKeyEnd, g::kArgValue,
+                               g::kArgValueEnd, std::string_view("/nothink")})
+        out.push_back({std::string(m), TokenType::Control});
+    return out;
+}
+
 struct VocabSpec {
     std::string model = "gpt2";
     std::string pre = "joyai-llm";
@@ -45,6 +61,17 @@ struct VocabSpec {
     std::string bos = std::string(chat::kBos), eos = std::string(chat::kEos);  // texts of the ids
     bool drop_byte_A = false;
 };
+
+// A glm4-style vocabulary with GLM 5.2's markers (general.architecture "glm-dsa").
+inline VocabSpec glm_vocab() {
+    VocabSpec v;
+    v.pre = "glm4";
+    v.architecture = "glm-dsa";
+    v.markers = glm_markers();
+    v.bos = std::string(chat::glm::kGMask);
+    v.eos = std::string(chat::glm::kEndOfText);
+    return v;
+}
 
 // The byte-level alphabet symbol of byte `b`.
 inline std::string sym(uint8_t b) {

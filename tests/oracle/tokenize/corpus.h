@@ -271,4 +271,38 @@ inline std::vector<std::string> special_corpus(uint64_t seed, size_t n) {
     return out;
 }
 
+// The GLM 5.2 markers (chat/glm_markers.h and the rest of GLM's added tokens the tests lay out).
+inline const std::vector<std::string>& glm_markers() {
+    static const std::vector<std::string> m = {
+        "<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>", "<|user|>",
+        "<|assistant|>", "<|observation|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+        "<tool_response>", "</tool_response>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+        "/nothink", "<|begin_of_box|>", "<|image|>",
+    };
+    return m;
+}
+
+// Rendered-GLM-chat-like strings: text with GLM's added tokens and near misses of them.
+inline std::vector<std::string> glm_special_corpus(uint64_t seed, size_t n) {
+    static const std::vector<std::string> parts = {
+        "<|user", "|>", "<|", "[gMASK", "gMASK]", "<so", "<tool_", "call>", "</tool_call", "<arg_",
+        "</arg_value", "_key>", "<think", "</", "/no", "think", "<|observation", "[MASK", "<<", ">>",
+    };
+    Gen g(seed);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < n; ++i) {
+        std::string s;
+        const uint32_t k = g.in(1, 8);
+        for (uint32_t j = 0; j < k; ++j) {
+            if (g.chance(60)) s += g.pick(glm_markers());
+            if (g.chance(35)) s += prose(g);
+            if (g.chance(35)) {
+                for (uint32_t q = g.in(1, 4); q > 0; --q) s += g.pick(parts) + (g.chance(40) ? g.pick(word_lists()[0]) : "");
+            }
+        }
+        out.push_back(s);
+    }
+    return out;
+}
+
 }  // namespace ds4::oracle::tokcorpus
