@@ -372,7 +372,7 @@ TEST_F(GgufGen, BadRequestsFailWithAClearMessage) {
         {"--hash-layers 7", "hash_layer_count"},
         {"--indexer-dim 48", "power of two"},
         {"--type foo=f16", "unknown class 'foo'"},
-        {"--type exps=q5_k", "unsupported type 'q5_k'"},
+        {"--type exps=q5_0", "unsupported type 'q5_0'"},
         {"--type norm=f16", "unknown class 'norm'"},
         {"--type exps", "CLASS=TYPE"},
         {"--preset huge", "unknown preset 'huge'"},
