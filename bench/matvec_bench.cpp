@@ -74,8 +74,9 @@ Options parse(int argc, char** argv) {
         }
     }
     if (o.formats.empty())
-        o.formats = {TensorType::F32,  TensorType::F16,  TensorType::BF16,    TensorType::Q8_0,
-                     TensorType::Q4_K, TensorType::Q2_K, TensorType::IQ2_XXS, TensorType::MXFP4};
+        o.formats = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
+                     TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                     TensorType::Q2_K, TensorType::IQ2_XXS, TensorType::MXFP4};
     return o;
 }
 

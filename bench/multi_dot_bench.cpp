@@ -39,7 +39,8 @@ int main(int argc, char** argv) try {
     int64_t kib = 256, cols = 4096;
     int reps = 21;
     std::vector<int64_t> tokens = {1, 2, 4, 8, 16};
-    std::vector<TensorType> formats = {TensorType::F16,  TensorType::Q8_0, TensorType::Q4_K,
+    std::vector<TensorType> formats = {TensorType::F16,  TensorType::Q8_0, TensorType::Q4_0,
+                                       TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
                                        TensorType::Q2_K, TensorType::IQ2_XXS, TensorType::MXFP4};
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];

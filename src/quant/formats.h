@@ -12,8 +12,11 @@ extern const FormatOps kF32Format;
 extern const FormatOps kF16Format;
 extern const FormatOps kBf16Format;
 extern const FormatOps kQ8_0Format;
+extern const FormatOps kQ4_0Format;
 extern const FormatOps kQ2_KFormat;
 extern const FormatOps kQ4_KFormat;
+extern const FormatOps kQ5_KFormat;
+extern const FormatOps kQ6_KFormat;
 extern const FormatOps kIq2XxsFormat;
 extern const FormatOps kMxfp4Format;
 

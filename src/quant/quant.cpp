@@ -14,8 +14,9 @@ namespace ds4::quant {
 namespace {
 
 // Every weight format, once (formats.h).
-constexpr const FormatOps* kFormats[] = {&kF32Format,  &kF16Format,  &kBf16Format,
-                                         &kQ8_0Format, &kQ2_KFormat, &kQ4_KFormat,
+constexpr const FormatOps* kFormats[] = {&kF32Format,  &kF16Format,    &kBf16Format,
+                                         &kQ8_0Format, &kQ4_0Format,   &kQ2_KFormat,
+                                         &kQ4_KFormat, &kQ5_KFormat,   &kQ6_KFormat,
                                          &kIq2XxsFormat, &kMxfp4Format};
 
 }  // namespace

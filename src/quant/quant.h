@@ -1,10 +1,10 @@
 // Weight and activation formats: conversion to/from f32 and the dot-product kernels the
 // matrix products are built on.
 //
-// Weight formats: F32, F16, BF16, Q8_0, Q2_K, Q4_K, IQ2_XXS, MXFP4. As in ggml's CPU backend,
-// a dot product takes the activation side already converted to the weight's dot type
-// (dot_type(): F32->F32, F16->F16, BF16->BF16, Q8_0/MXFP4->Q8_0, Q2_K/Q4_K/IQ2_XXS->Q8_K), so
-// results are comparable with the oracle.
+// Weight formats: F32, F16, BF16, Q8_0, Q4_0, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, MXFP4. As in
+// ggml's CPU backend, a dot product takes the activation side already converted to the
+// weight's dot type (dot_type(): F32->F32, F16->F16, BF16->BF16, Q8_0/Q4_0/MXFP4->Q8_0,
+// Q2_K/Q4_K/Q5_K/Q6_K/IQ2_XXS->Q8_K), so results are comparable with the oracle.
 //
 // Every dot kernel exists as a scalar reference and, where the CPU allows, AVX2 and
 // AVX-512 VNNI versions chosen at run time; tests hold each SIMD kernel equal to its scalar

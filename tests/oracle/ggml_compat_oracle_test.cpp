@@ -53,9 +53,12 @@ const Case kCases[] = {
     {TensorType::F16, {1, 7, 16, 63, 64, 65, 100, 127, 128, 255, 256, 1000, 4096, 4159}},
     {TensorType::BF16, {1, 7, 16, 63, 64, 65, 100, 127, 128, 255, 256, 1000, 4096, 4159}},
     {TensorType::Q8_0, {32, 64, 96, 256, 1024, 4096, 4128}},
+    {TensorType::Q4_0, {32, 64, 96, 256, 1024, 4096, 4128}},
     {TensorType::MXFP4, {32, 64, 96, 160, 256, 1024, 4096, 4128}},
     {TensorType::Q2_K, {256, 512, 768, 4096}},
     {TensorType::Q4_K, {256, 512, 768, 4096}},
+    {TensorType::Q5_K, {256, 512, 768, 4096}},
+    {TensorType::Q6_K, {256, 512, 768, 4096}},
     {TensorType::IQ2_XXS, {256, 512, 768, 4096}},
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << tensor_type_name(c.type); }
@@ -80,7 +83,7 @@ std::vector<uint8_t> random_weights(TensorType t, int64_t rows, int64_t n, std::
     for (auto& b : q) b = uint8_t(rng());
     auto scale16 = [&] { return uint16_t(((rng() & 1) << 15) | ((9 + rng() % 10) << 10) | (rng() & 0x3ff)); };
     auto put16 = [&](size_t at, uint16_t v) { std::memcpy(q.data() + at, &v, 2); };
-    const size_t bsize = row_bytes(t, t == TensorType::Q2_K || t == TensorType::Q4_K || t == TensorType::IQ2_XXS ? 256 : 32);
+    const size_t bsize = row_bytes(t, tensor_type_info(t)->block_values);
     switch (t) {
         case TensorType::F32:
             for (size_t i = 0; i < q.size(); i += 4) {
@@ -96,10 +99,15 @@ std::vector<uint8_t> random_weights(TensorType t, int64_t rows, int64_t n, std::
             }
             break;
         case TensorType::Q8_0:
+        case TensorType::Q4_0:
         case TensorType::IQ2_XXS:
             for (size_t b = 0; b < q.size(); b += bsize) put16(b, scale16());
             break;
+        case TensorType::Q6_K:
+            for (size_t b = 0; b < q.size(); b += bsize) put16(b + 208, scale16());
+            break;
         case TensorType::Q4_K:
+        case TensorType::Q5_K:
             for (size_t b = 0; b < q.size(); b += bsize) put16(b, scale16()), put16(b + 2, scale16());
             break;
         case TensorType::Q2_K:

@@ -24,6 +24,9 @@ TEST(TensorTypeOracle, VecDotTypesAreTheOnesWeUse) {
     ASSERT_NE(g, nullptr) << oracle::Ggml::reason();
     EXPECT_EQ(g->vec_dot_type(TensorType::Q8_0), TensorType::Q8_0);
     EXPECT_EQ(g->vec_dot_type(TensorType::MXFP4), TensorType::Q8_0);
+    EXPECT_EQ(g->vec_dot_type(TensorType::Q4_0), TensorType::Q8_0);
+    EXPECT_EQ(g->vec_dot_type(TensorType::Q5_K), TensorType::Q8_K);
+    EXPECT_EQ(g->vec_dot_type(TensorType::Q6_K), TensorType::Q8_K);
     EXPECT_EQ(g->vec_dot_type(TensorType::Q2_K), TensorType::Q8_K);
     EXPECT_EQ(g->vec_dot_type(TensorType::Q4_K), TensorType::Q8_K);
     EXPECT_EQ(g->vec_dot_type(TensorType::IQ2_XXS), TensorType::Q8_K);

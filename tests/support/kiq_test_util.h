@@ -104,6 +104,42 @@ inline double max_simd_error(TensorType t, std::initializer_list<int> f16_offset
     return worst;
 }
 
+// f16 scales at the edges of the format: zeros of both signs, the smallest and largest
+// denormals, the largest finite magnitudes, one.
+inline constexpr uint16_t kEdgeF16[] = {0x0000, 0x8000, 0x0001, 0x03ff, 0x8200, 0x7bff, 0xfbff, 0x3c00};
+
+// random_blocks whose f16 fields are edge values (kEdgeF16, each field its own pick) in every
+// block; then every SIMD kernel of t against its scalar kernel: returns the largest
+// |simd - scalar| / sum|w a|, and requires both exactly equal where that sum is 0 (all-zero
+// scales) and both finite.
+inline double max_simd_error_edge_scales(TensorType t, std::initializer_list<int> f16_offsets) {
+    std::mt19937 rng(4321);
+    const quant::FormatOps* ops = quant::format_ops(t);
+    const size_t bsize = row_bytes(t, 256);
+    double worst = 0;
+    for (int isa = 1; isa < quant::kIsaCount; ++isa) {
+        if (!quant::isa_supported(quant::Isa(isa))) continue;
+        for (int64_t nb : {1, 2, 3, 8}) {
+            for (int rep = 0; rep < 64; ++rep) {
+                auto w = random_blocks(t, nb, f16_offsets, rng);
+                for (int64_t i = 0; i < nb; ++i)
+                    for (int off : f16_offsets) {
+                        const uint16_t h = kEdgeF16[(rep + i + rng()) % std::size(kEdgeF16)];
+                        std::memcpy(w.data() + size_t(i) * bsize + size_t(off), &h, 2);
+                    }
+                const auto a = random_q8_k(nb, rng);
+                const float ref = ops->dot[0](nb * 256, w.data(), a.data());
+                const float got = ops->dot[isa](nb * 256, w.data(), a.data());
+                EXPECT_TRUE(std::isfinite(ref) && std::isfinite(got)) << quant::isa_name(quant::Isa(isa));
+                const double mag = dot_magnitude(t, nb * 256, w.data(), a.data());
+                if (mag == 0) EXPECT_EQ(got, ref) << quant::isa_name(quant::Isa(isa));
+                else worst = std::max(worst, std::fabs(double(got) - ref) / mag);
+            }
+        }
+    }
+    return worst;
+}
+
 // The format table entry: dot type Q8_K and a kernel for every ISA.
 inline void expect_ops_table(TensorType kType) {
     const quant::FormatOps* ops = quant::format_ops(kType);

@@ -87,6 +87,20 @@ inline bool check_weight_quantizer(TensorType t, const std::vector<float>& x, co
     return first_byte_difference(ours, theirs) < 0;
 }
 
+// Our quantizer row by row against ggml_quantize_chunk on the same rows of `row` values, both
+// with the same importance per column (imatrix: `row` weights, or nullptr for none): the
+// index of the first byte that differs, or -1.
+inline int64_t quantizer_byte_difference(TensorType t, const std::vector<float>& x, int64_t row,
+                                         const float* imatrix) {
+    const int64_t rows = int64_t(x.size()) / row;
+    const size_t rb = row_bytes(t, row);
+    std::vector<uint8_t> theirs(rb * size_t(rows)), ours(theirs.size());
+    EXPECT_EQ(ggml().quantize_chunk(t, x.data(), theirs.data(), rows, row, imatrix), theirs.size());
+    for (int64_t r = 0; r < rows; ++r)
+        quantize_row(t, x.data() + r * row, ours.data() + size_t(r) * rb, row, imatrix);
+    return first_byte_difference(ours, theirs);
+}
+
 // Largest dot_rel_err of our kernel on `isa` against ggml's vec_dot, over the rows of w
 // (kOracleRow values each) with activation row a.
 inline double max_dot_err_vs_ggml(TensorType t, Isa isa, const std::vector<uint8_t>& w,

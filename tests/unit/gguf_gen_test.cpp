@@ -202,6 +202,37 @@ TEST_F(GgufGen, QuantTypesPerClassAreAsRequested) {
     }
 }
 
+// The GLM 5.2 formats: Q4_0 (quantized rows), Q5_K and Q6_K (random blocks, or ggml's
+// reference quantizer with --exact-quant), each valid, finite and at the 1/sqrt(fan_in) scale.
+TEST_F(GgufGen, GlmFormatsQ4_0Q5_KQ6_K) {
+    const std::string shape = "--layers 1 --ratios 4 --experts 2 --experts-used 1 --type dense=q4_0 "
+                              "--type shared=q5_k --type gate_up_exps=q5_k --type down_exps=q6_k --seed 7";
+    const std::string r = make("r.gguf", shape);
+    const std::string e = make("e.gguf", shape + " --exact-quant");
+    for (const std::string& path : {r, e}) {
+        auto f = gguf::File::open(path);
+        const ModelConfig c = ModelConfig::from_gguf(*f);
+        EXPECT_NO_THROW(deepseek4::validate_tensors(*f, c));
+        const std::map<std::string, TensorType> want = {
+            {"blk.0.attn_q_a.weight", TensorType::Q4_0}, {"blk.0.ffn_up_shexp.weight", TensorType::Q5_K},
+            {"blk.0.ffn_up_exps.weight", TensorType::Q5_K}, {"blk.0.ffn_down_exps.weight", TensorType::Q6_K}};
+        for (const auto& [name, type] : want) {
+            SCOPED_TRACE(path + " " + name);
+            const auto& t = f->tensor(name);
+            EXPECT_EQ(tensor_type_name(t.type), tensor_type_name(type));
+            const Stats st = stats(values(*f, t));
+            ASSERT_TRUE(st.finite);
+            const double rms = 1.0 / std::sqrt(double(t.ne[0]));
+            EXPECT_NEAR(st.rms, rms, 0.1 * rms);
+            EXPECT_NEAR(st.mean, 0.0, 5 * rms / std::sqrt(double(t.n_elements())));
+        }
+    }
+    auto fr = gguf::File::open(r), fe = gguf::File::open(e);
+    EXPECT_NE(tensor_bytes(*fr, "blk.0.ffn_down_exps.weight"), tensor_bytes(*fe, "blk.0.ffn_down_exps.weight"));
+    // Q4_0 has no random blocks: both runs quantize the same rows.
+    EXPECT_EQ(tensor_bytes(*fr, "blk.0.attn_q_a.weight"), tensor_bytes(*fe, "blk.0.attn_q_a.weight"));
+}
+
 TEST_F(GgufGen, ExactQuantizationPath) {
     // The reference quantizers (IQ2_XXS with all-ones importance) on a model small enough
     // for them; deterministic as well.
@@ -341,7 +372,7 @@ TEST_F(GgufGen, BadRequestsFailWithAClearMessage) {
         {"--hash-layers 7", "hash_layer_count"},
         {"--indexer-dim 48", "power of two"},
         {"--type foo=f16", "unknown class 'foo'"},
-        {"--type exps=q5_k", "unsupported type 'q5_k'"},
+        {"--type exps=q5_0", "unsupported type 'q5_0'"},
         {"--type norm=f16", "unknown class 'norm'"},
         {"--type exps", "CLASS=TYPE"},
         {"--preset huge", "unknown preset 'huge'"},

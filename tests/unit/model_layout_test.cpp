@@ -304,8 +304,8 @@ TEST(ModelLayout, ValidateNamesTheBadTensor) {
     expect_invalid(c, e, {"blk.0.ffn_gate_tid2eid.weight", "expected i32"});
     e = {};
     e.retype = "blk.1.attn_kv.weight";
-    e.type = TensorType::Q4_0;  // valid GGUF type, not one of the engine's weight formats
-    expect_invalid(c, e, {"blk.1.attn_kv.weight", "q4_0", "not a weight format"});
+    e.type = TensorType::Q5_0;  // valid GGUF type, not one of the engine's weight formats
+    expect_invalid(c, e, {"blk.1.attn_kv.weight", "q5_0", "not a weight format"});
     e = {};
     e.tid_value = 5;  // == n_expert
     expect_invalid(c, e, {"blk.0.ffn_gate_tid2eid.weight", "expert id 5", "[0, 5)"});

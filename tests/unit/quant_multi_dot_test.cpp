@@ -35,8 +35,11 @@ std::vector<uint8_t> random_weights(TensorType t, int64_t rows, int64_t n, std::
         switch (t) {
             case TensorType::F16: put16(o, random_f16(rng)); break;
             case TensorType::Q8_0:
+            case TensorType::Q4_0:
             case TensorType::IQ2_XXS: put16(o, random_f16(rng)); break;
-            case TensorType::Q4_K: put16(o, random_f16(rng)), put16(o + 2, random_f16(rng)); break;
+            case TensorType::Q4_K:
+            case TensorType::Q5_K: put16(o, random_f16(rng)), put16(o + 2, random_f16(rng)); break;
+            case TensorType::Q6_K: put16(o + 208, random_f16(rng)); break;
             case TensorType::Q2_K: put16(o + 80, random_f16(rng)), put16(o + 82, random_f16(rng)); break;
             case TensorType::MXFP4: w[o] = uint8_t(110 + rng() % 30); break;
             default: break;
@@ -51,13 +54,17 @@ struct Case {
 };
 
 // Lengths reach the block loops' tails: Q8_0/MXFP4 groups of 8 blocks + pairs + a single block;
+// Q4_0 block pairs and a last odd block;
 // Q8_0 rows of several 4096-column segments; F16 64-value steps, 16-value steps and masked / scalar tails.
 const std::vector<Case>& cases() {
     static const std::vector<Case> c = {
         {TensorType::Q8_0, {32, 64, 96, 256, 288, 320, 544, 4096, 8192, 8736}},
         {TensorType::MXFP4, {32, 64, 96, 256, 288, 320, 544, 4096}},
+        {TensorType::Q4_0, {32, 64, 96, 256, 288, 544, 4096}},
         {TensorType::Q2_K, {256, 512, 768, 2048}},
         {TensorType::Q4_K, {256, 512, 768, 2048}},
+        {TensorType::Q5_K, {256, 512, 768, 2048}},
+        {TensorType::Q6_K, {256, 512, 768, 2048}},
         {TensorType::IQ2_XXS, {256, 512, 768, 4096}},
         {TensorType::F16, {1, 7, 16, 31, 63, 64, 65, 100, 129, 1000}},
     };

@@ -50,8 +50,8 @@ Tensor classes for --type CLASS=TYPE (repeatable, applied in order):
   router        ffn_gate_inp
   mtp_proj      an MTP head's e_proj, h_proj (nextn.eh_proj)
 Norms, hc base/scale, attn_sinks and exp_probs_b are always f32, ffn_gate_tid2eid i32.
-TYPE: f32 f16 bf16; q8_0 mxfp4 (32-value blocks); q2_k q4_k iq2_xxs (256-value blocks). A
-type's block must divide the row length (ne[0]) of every tensor of its class.
+TYPE: f32 f16 bf16; q8_0 q4_0 mxfp4 (32-value blocks); q2_k q4_k q5_k q6_k iq2_xxs (256-value
+blocks). A type's block must divide the row length (ne[0]) of every tensor of its class.
 
 The llama.cpp oracle runs only shapes with --hc 4, --indexer-dim >= 64 and --head-dim !=
 --indexer-dim (else it asserts, or rotates the main KV too); the generator warns.
@@ -68,7 +68,7 @@ Random vocabularies are written as tokenizer.ggml.model = "none". --real-vocab e
 DeepSeek V3 tokenizer.json plus the V4-only tokens at their V4 ids (gpt2 BPE, pre
 "joyai-llm"); vocab becomes 129280 unless --vocab is given.
 Weights are approximately normal with scale 1/sqrt(fan_in) (norm weights 1 + noise, etc.);
-iq2_xxs/q2_k/q4_k matrices are drawn directly as random blocks with the same RMS unless
+iq2_xxs/q2_k/q4_k/q5_k/q6_k matrices are drawn directly as random blocks with the same RMS unless
 --exact-quant. Output is deterministic for a seed (independent of --threads).)";
 
 std::vector<uint32_t> parse_ratios(const std::string& s) {
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
                    "tokenizer.json for --real-vocab (default: the oracle cache)");
     app.add_flag("--sparse", sparse, "leave tensor data as holes (sparse file)");
     app.add_flag("--exact-quant", exact_quant,
-                 "iq2_xxs/q2_k/q4_k: quantize normal rows (slow) instead of random blocks");
+                 "iq2_xxs/q2_k/q4_k/q5_k/q6_k: quantize normal rows (slow) instead of random blocks");
     app.add_option("--threads", threads, "threads for generation (default 0: all cores)")
         ->check(ds4::cli_checks::thread_count());
     app.add_option("--dspark-out", dspark_out,

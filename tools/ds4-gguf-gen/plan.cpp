@@ -95,8 +95,8 @@ void parse_type(const std::string& spec, TypeRecipe& r) {
              spec, cls);
     auto t = tensor_type_from_name(ty);
     if (!t || !quant::is_weight_format(*t))
-        fail("--type {}: unknown or unsupported type '{}' (f32, f16, bf16, q8_0, q2_k, q4_k, "
-             "iq2_xxs, mxfp4)",
+        fail("--type {}: unknown or unsupported type '{}' (f32, f16, bf16, q8_0, q4_0, q2_k, "
+             "q4_k, q5_k, q6_k, iq2_xxs, mxfp4)",
              spec, ty);
     for (TensorClass c : *classes) r.set(c, *t);
 }

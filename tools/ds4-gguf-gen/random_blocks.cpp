@@ -1,5 +1,6 @@
 #include "random_blocks.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -16,6 +17,8 @@ namespace {
 using quant::BlockIQ2_XXS;
 using quant::BlockQ2_K;
 using quant::BlockQ4_K;
+using quant::BlockQ5_K;
+using quant::BlockQ6_K;
 using quant::kQK_K;
 
 void fill_random(Rng& rng, void* p, size_t n) {
@@ -29,6 +32,15 @@ void fill_random(Rng& rng, void* p, size_t n) {
         const uint64_t v = rng.next();
         std::memcpy(b, &v, n);
     }
+}
+
+// Q4_K / Q5_K scale bytes: random 6-bit (scale, min) pairs packed as in spec/ARCHITECTURE.md
+// §2.5 with min_j = scale_j for every sub-block: bytes 4..7 repeat bytes 0..3, bytes 8..11
+// repeat their nibble.
+void random_scales_min_equal(Rng& rng, uint8_t* scales) {
+    fill_random(rng, scales, 12);
+    for (int j = 0; j < 4; ++j) scales[j + 4] = scales[j];
+    for (int j = 8; j < 12; ++j) scales[j] = uint8_t((scales[j] & 15) | (scales[j] & 15) << 4);
 }
 
 // One block with scale d (f16-rounded by the caller's choice of d).
@@ -54,13 +66,29 @@ void random_block(TensorType t, Rng& rng, float d, uint8_t* out) {
         case TensorType::Q4_K: {
             BlockQ4_K b;
             fill_random(rng, b.qs, sizeof b.qs);
-            fill_random(rng, b.scales, sizeof b.scales);
-            // 6-bit (scale, min) pairs packed as in spec/ARCHITECTURE.md §2.5; min_j = scale_j for
-            // every sub-block: bytes 4..7 repeat bytes 0..3, bytes 8..11 repeat their nibble.
-            for (int j = 0; j < 4; ++j) b.scales[j + 4] = b.scales[j];
-            for (int j = 8; j < 12; ++j) b.scales[j] = uint8_t((b.scales[j] & 15) | (b.scales[j] & 15) << 4);
+            random_scales_min_equal(rng, b.scales);
             b.d = f32_to_f16(d);
             b.dmin = f32_to_f16(7.5f * d);
+            std::memcpy(out, &b, sizeof b);
+            return;
+        }
+        case TensorType::Q5_K: {
+            BlockQ5_K b;
+            fill_random(rng, b.qs, sizeof b.qs);
+            fill_random(rng, b.qh, sizeof b.qh);
+            random_scales_min_equal(rng, b.scales);
+            b.d = f32_to_f16(d);
+            b.dmin = f32_to_f16(15.5f * d);
+            std::memcpy(out, &b, sizeof b);
+            return;
+        }
+        case TensorType::Q6_K: {
+            BlockQ6_K b;
+            fill_random(rng, b.ql, sizeof b.ql);
+            fill_random(rng, b.qh, sizeof b.qh);
+            fill_random(rng, b.scales, sizeof b.scales);
+            for (int8_t& s : b.scales) s = s == -128 ? int8_t(-127) : s;  // symmetric: mean 0
+            b.d = f32_to_f16(d);
             std::memcpy(out, &b, sizeof b);
             return;
         }
@@ -84,15 +112,25 @@ float unit_rms(TensorType t) {
 
 }  // namespace
 
+constexpr TensorType kRandomTypes[] = {TensorType::IQ2_XXS, TensorType::Q2_K, TensorType::Q4_K,
+                                       TensorType::Q5_K, TensorType::Q6_K};
+
 bool has_random_blocks(TensorType t) {
-    return t == TensorType::IQ2_XXS || t == TensorType::Q2_K || t == TensorType::Q4_K;
+    for (TensorType r : kRandomTypes)
+        if (r == t) return true;
+    return false;
 }
 
 void random_blocks_row(TensorType t, Rng& rng, int64_t n, float rms, uint8_t* out) {
-    static const float kUnit[3] = {unit_rms(TensorType::IQ2_XXS), unit_rms(TensorType::Q2_K),
-                                   unit_rms(TensorType::Q4_K)};
-    const float unit = t == TensorType::IQ2_XXS ? kUnit[0] : t == TensorType::Q2_K ? kUnit[1] : kUnit[2];
-    const float d = rms / unit;
+    static const auto kUnit = [] {
+        std::array<float, std::size(kRandomTypes)> u{};
+        for (size_t i = 0; i < u.size(); ++i) u[i] = unit_rms(kRandomTypes[i]);
+        return u;
+    }();
+    size_t which = 0;
+    while (which < std::size(kRandomTypes) && kRandomTypes[which] != t) ++which;
+    if (which == std::size(kRandomTypes)) fail("no random blocks for {}", tensor_type_name(t));
+    const float d = rms / kUnit[which];
     const size_t bb = row_bytes(t, kQK_K);
     if (n % kQK_K != 0) fail("row of {} values is not a multiple of {}", n, kQK_K);
     for (int64_t b = 0; b < n / kQK_K; ++b) random_block(t, rng, d, out + bb * size_t(b));

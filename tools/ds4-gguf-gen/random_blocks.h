@@ -7,6 +7,10 @@
 //   Q2_K     2-bit codes and 4-bit scales random, each group's min equal to its scale and
 //            dmin = 1.5 d, so a group's values are d·sc·(q − 1.5): mean 0
 //   Q4_K     the same with 6-bit scales, 4-bit codes and dmin = 7.5 d: d·sc·(q − 7.5)
+//   Q5_K     the same with 5-bit codes and dmin = 15.5 d: d·sc·(q − 15.5)
+//   Q6_K     6-bit codes and signed 8-bit scales random (−127..127, symmetric), so the
+//            values d·sc·(q − 32) have mean 0
+// (Q4_0's reference quantizer is fast: it quantizes normal rows like Q8_0.)
 // d is calibrated once per format by dequantizing a sample, so the dequantized values have
 // the requested RMS.
 #pragma once

@@ -41,7 +41,7 @@ void generate_row(const deepseek4::TensorSpec& spec, Init init, uint64_t seed, i
                   float* out);
 
 // The whole tensor's bytes in storage type `type` (I32 for tid2eid). Matrices in IQ2_XXS,
-// Q2_K and Q4_K are drawn directly as random blocks (random_blocks.h) unless `exact_quant`,
+// Q2_K, Q4_K, Q5_K and Q6_K are drawn directly as random blocks (random_blocks.h) unless `exact_quant`,
 // which runs the reference quantizer on normal rows (all-ones importance for IQ2_XXS).
 // `out` must be exactly the tensor's byte size. `pool` may be null.
 void generate_tensor(const deepseek4::TensorSpec& spec, TensorType type, const deepseek4::ModelConfig& cfg,

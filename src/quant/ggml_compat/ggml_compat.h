@@ -33,9 +33,12 @@ float dot_f32(int64_t n, const void* w, const void* act);
 float dot_f16(int64_t n, const void* w, const void* act);
 float dot_bf16(int64_t n, const void* w, const void* act);
 float dot_q8_0(int64_t n, const void* w, const void* act);
+float dot_q4_0(int64_t n, const void* w, const void* act);
 float dot_mxfp4(int64_t n, const void* w, const void* act);
 float dot_q2_k(int64_t n, const void* w, const void* act);
 float dot_q4_k(int64_t n, const void* w, const void* act);
+float dot_q5_k(int64_t n, const void* w, const void* act);
+float dot_q6_k(int64_t n, const void* w, const void* act);
 float dot_iq2_xxs(int64_t n, const void* w, const void* act);
 
 // One VDPBF16PS lane step as the instruction defines it: acc + a1*b1 (the odd pair element

@@ -1,5 +1,6 @@
 // ggml compatibility kernels for the Q8_K-activation formats (ggml_compat.h):
-// ggml_vec_dot_q2_K_q8_K, ggml_vec_dot_q4_K_q8_K and ggml_vec_dot_iq2_xxs_q8_K of
+// ggml_vec_dot_q2_K_q8_K, ggml_vec_dot_q4_K_q8_K, ggml_vec_dot_q5_K_q8_K,
+// ggml_vec_dot_q6_K_q8_K and ggml_vec_dot_iq2_xxs_q8_K of
 // ggml-cpu/arch/x86/quants.c, AVX2 path (the zen4 build has no AVX-512 code for them).
 //
 // Each keeps one 8-lane float accumulator: per super-block, lane k holds the exact integer sum
@@ -16,6 +17,8 @@
 #include "quant/iq2_xxs/iq2_xxs.h"
 #include "quant/iq2_xxs/iq2_xxs_grid.h"
 #include "quant/q4_k/q4_k_scales.h"
+#include "quant/q5_k/q5_k.h"
+#include "quant/q6_k/q6_k.h"
 
 namespace ds4::quant::compat {
 namespace {
@@ -100,6 +103,56 @@ float dot_q4_k(int64_t n, const void* w, const void* act) {
         fma_lanes(d, sums, acc);
     }
     return hsum8(acc) + hsum4(acc_m);
+}
+
+float dot_q5_k(int64_t n, const void* w, const void* act) {
+    const auto* x = static_cast<const BlockQ5_K*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(act);
+    float acc[kLanes] = {};
+    float summs = 0.0f;  // the mins: one scalar, fused (the compiler contracts summs += dmin * m)
+    for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = rounded(y[i].d * f16_to_f32(x[i].d));
+        const float dmin = rounded(-y[i].d * f16_to_f32(x[i].dmin));
+        const Q4KScales s = q4_k_unpack_scales(x[i].scales);
+        uint8_t sc[8], mn[8];
+        std::memcpy(sc, &s.sc, 8);
+        std::memcpy(mn, &s.mn, 8);
+        int m = 0;
+        for (int j = 0; j < 8; ++j) m += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        summs = std::fma(dmin, float(m), summs);
+        // Chunk c: sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles), 5-bit codes.
+        int sums[kLanes];
+        for (int k = 0; k < kLanes; ++k) {
+            int t = 0;
+            for (int j = 0; j < 8; ++j)
+                t += sc[j] * lane_chunk(k, [&](int b) { return q5_k_code(x[i], j, b); }, y[i].qs + 32 * j);
+            sums[k] = t;
+        }
+        fma_lanes(d, sums, acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+// The codes unsigned (0..63), each 32-value run's two 16-value scales on lanes 0-3 / 4-7, and
+// the -32 offset per lane as 32 * (sc[2k] * bsum[2k] + sc[2k+1] * bsum[2k+1]).
+float dot_q6_k(int64_t n, const void* w, const void* act) {
+    const auto* x = static_cast<const BlockQ6_K*>(w);
+    const auto* y = static_cast<const BlockQ8_K*>(act);
+    float acc[kLanes] = {};
+    for (int64_t i = 0; i < n / kQK_K; ++i) {
+        const float d = rounded(y[i].d * f16_to_f32(x[i].d));
+        const int8_t* sc = x[i].scales;
+        int sums[kLanes];
+        for (int k = 0; k < kLanes; ++k) {
+            int t = 0;
+            for (int r = 0; r < 8; ++r)  // 32-value runs
+                t += sc[2 * r + (k >= 4)] *
+                     lane_chunk(k, [&](int b) { return q6_k_code(x[i], 32 * r + b); }, y[i].qs + 32 * r);
+            sums[k] = t - 32 * (sc[2 * k] * y[i].bsums[2 * k] + sc[2 * k + 1] * y[i].bsums[2 * k + 1]);
+        }
+        fma_lanes(d, sums, acc);
+    }
+    return hsum8(acc);
 }
 
 float dot_iq2_xxs(int64_t n, const void* w, const void* act) {

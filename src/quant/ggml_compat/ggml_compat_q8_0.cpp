@@ -1,5 +1,5 @@
 // ggml compatibility kernels for the Q8_0-activation formats (ggml_compat.h):
-// ggml_vec_dot_q8_0_q8_0 and ggml_vec_dot_mxfp4_q8_0 of ggml-cpu/arch/x86/quants.c, AVX2 path
+// ggml_vec_dot_q8_0_q8_0, ggml_vec_dot_q4_0_q8_0 and ggml_vec_dot_mxfp4_q8_0 of ggml-cpu/arch/x86/quants.c, AVX2 path
 // (the zen4 build has no AVX-512 code for them; Q8_0 sums its products with VPDPBUSD).
 #include <cmath>
 #include <cstdint>
@@ -46,6 +46,22 @@ float dot_q8_0(int64_t n, const void* w, const void* act) {
     for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
         const float d = rounded(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
         lane_sums([&](int b) { return x[ib].qs[b]; }, y[ib].qs, sums);
+        fma_lanes(d, sums, acc);
+    }
+    return hsum8(acc);
+}
+
+// One block per step: the 32 codes (low nibbles values 0..15, high nibbles 16..31) minus 8
+// against the activation, lane k = values 4k..4k+3, one fma by the rounded scale product.
+float dot_q4_0(int64_t n, const void* w, const void* act) {
+    const auto* x = static_cast<const BlockQ4_0*>(w);
+    const auto* y = static_cast<const BlockQ8_0*>(act);
+    float acc[kLanes] = {};
+    int sums[kLanes];
+    for (int64_t ib = 0; ib < n / kQK4_0; ++ib) {
+        const float d = rounded(f16_to_f32(x[ib].d) * f16_to_f32(y[ib].d));
+        const auto code = [&](int b) { return int8_t((b < 16 ? x[ib].qs[b] & 15 : x[ib].qs[b - 16] >> 4) - 8); };
+        lane_sums(code, y[ib].qs, sums);
         fma_lanes(d, sums, acc);
     }
     return hsum8(acc);
