@@ -19,9 +19,13 @@ bool cancelled(const std::atomic<bool>* c) { return c && c->load(std::memory_ord
 
 }  // namespace
 
-Engine::Engine(model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt)
+Engine::Engine(model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt,
+               std::vector<int32_t> stop_ids)
     : model_(model), tok_(tok), session_(model, opt),
-      gen_(session_.sequence(), {.n_vocab = model.info().n_vocab, .eos = tok.special().eos, .hidden_size = model.info().hidden_size}) {}
+      gen_(session_.sequence(), {.n_vocab = model.info().n_vocab,
+                                 .eos = tok.special().eos,
+                                 .stop_ids = std::move(stop_ids),
+                                 .hidden_size = model.info().hidden_size}) {}
 
 void Engine::eval(const Generator::Rows& rows) {
     const model::BatchItem item = rows.item(&session_.sequence());

@@ -48,7 +48,9 @@ struct GenerateResult {
 
 class Engine {
 public:
-    Engine(model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt);
+    // `stop_ids`: ids besides the tokenizer's EOS that end a reply (the chat format's stop_ids()).
+    Engine(model::Model& model, const tokenizer::Tokenizer& tok, model::SessionOptions opt,
+           std::vector<int32_t> stop_ids = {});
 
     // Makes the session hold exactly `tokens` (non-empty, shorter than the context) with the
     // logits of its last position ready for generate(). Chunks of options().prefill_chunk;

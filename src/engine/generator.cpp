@@ -266,11 +266,12 @@ int32_t Generator::pick(std::span<const float> row, std::optional<StopReason>& s
 }
 
 void Generator::ban(std::span<const float> row) const {
-    if (opt_.ban_eos && cfg_.eos >= 0) {
-        // Only the benchmarks ask for it; the row is not needed afterwards.
-        float* p = const_cast<float*>(row.data());
-        p[cfg_.eos] = -std::numeric_limits<float>::infinity();
-    }
+    if (!opt_.ban_eos) return;
+    // Only the benchmarks ask for it; the row is not needed afterwards.
+    float* p = const_cast<float*>(row.data());
+    if (cfg_.eos >= 0) p[cfg_.eos] = -std::numeric_limits<float>::infinity();
+    for (int32_t id : cfg_.stop_ids)
+        if (id >= 0 && id < cfg_.n_vocab) p[id] = -std::numeric_limits<float>::infinity();
 }
 
 // Row j's token when draft j+1 came with the distribution q it was drawn from: the draft with
@@ -318,7 +319,7 @@ std::optional<StopReason> Generator::advance(const std::function<bool(int32_t)>&
         const bool speculative = verifying && j + 1 < logits_rows_ && !draft_probs_.empty();
         const int32_t id = speculative ? verify_sample(j, stop) : pick(row_logits(j), stop);
         if (stop) break;
-        if (id == cfg_.eos) { stop = StopReason::Eos; break; }
+        if (ends_reply(id)) { stop = StopReason::Eos; break; }
         ++usage_.emitted;
         if (!on_token(id)) { stop = StopReason::Caller; break; }
         if (usage_.emitted >= opt_.max_tokens) { stop = StopReason::Length; break; }

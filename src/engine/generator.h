@@ -27,6 +27,7 @@
 // between one-row and many-row evaluation).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -94,7 +95,8 @@ struct GenerateOptions {
     // Test hook: emit exactly these ids instead of sampling (then stop with ForcedEnd); the
     // model still evaluates them, so timings and the KV state are real.
     const std::vector<int32_t>* forced = nullptr;
-    // EOS is never sampled (its logit is ignored): benchmarks that must run a fixed length.
+    // EOS (and the config's stop ids) are never sampled (their logits are ignored): benchmarks
+    // that must run a fixed length.
     bool ban_eos = false;
     // Speculative verification: up to max_draft tokens proposed per step by the generator's
     // drafter (set_drafter; 0 or none: one token per step).
@@ -110,6 +112,9 @@ struct GenerateOptions {
 struct GeneratorConfig {
     int64_t n_vocab = 0;
     int32_t eos = -1;
+    // Further ids that end a reply like EOS (a chat format's stop_ids(), e.g. GLM's markers that
+    // open the next turn); never emitted, banned with EOS under ban_eos.
+    std::vector<int32_t> stop_ids = {};
     int64_t hidden_size = 0;  // model::ModelInfo::hidden_size: needed by drafters that read it
 };
 
@@ -208,6 +213,9 @@ private:
     void commit_draft_outputs(int64_t pos, std::span<const int32_t> tokens, int64_t rows, int64_t keep);
     int32_t verify_sample(int64_t j, std::optional<StopReason>& stop);
     void ban(std::span<const float> row) const;
+    bool ends_reply(int32_t id) const {
+        return id == cfg_.eos || std::find(cfg_.stop_ids.begin(), cfg_.stop_ids.end(), id) != cfg_.stop_ids.end();
+    }
     std::span<const float> row_logits(int64_t j) const {
         return std::span<const float>(logits_).subspan(size_t(j * cfg_.n_vocab), size_t(cfg_.n_vocab));
     }

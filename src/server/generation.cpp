@@ -72,7 +72,7 @@ Generation::Generation(Job& job, const chat::ChatFormat& format, Metrics& metric
     : job_(job),
       format_(format),
       metrics_(metrics),
-      popt_{.thinking = job.thinking, .tools = !job.request.tools_json.empty()},
+      popt_{.thinking = job.thinking, .tools = !job.request.tools_json.empty(), .tools_json = job.request.tools_json},
       parser_(format.new_parser(popt_)),
       decoder_(format.tokenizer()),
       stops_(job.request.stop) {}

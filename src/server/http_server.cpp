@@ -96,6 +96,7 @@ chat::RenderedPrompt render_request(const chat::ChatFormat& format, const Reques
 HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, ServerOptions options,
                        std::unique_ptr<ForcedOutputs> forced)
     : format_(chat::ChatFormat::from_gguf(model.file(), tok)),
+      architecture_(model.info().architecture),
       options_(std::move(options)),
       ctx_(options_.scheduler.session.ctx),
       forced_(std::move(forced)),
@@ -270,7 +271,7 @@ std::optional<HttpResponse> HttpServer::on_request(const HttpRequest& req) {
     }
     if (path == "/v1/models") {
         ojson data = ojson::array();
-        for (const char* id : kModelIds) data.push_back(ojson::parse(model_json(id)));
+        for (const std::string& id : listed_models(architecture_)) data.push_back(ojson::parse(model_json(id)));
         return json(ojson{{"object", "list"}, {"data", data}}.dump());
     }
     if (req.method != "POST" && path.rfind(kModelsPrefix, 0) == 0) {
@@ -348,7 +349,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     job->max_tokens = std::min(r.max_tokens.value_or(options_.default_max_tokens), ctx - n);
     if (forced_) job->forced = forced_->next();
     job->tool_memory = tool_memory_.get();
-    const ResponseMeta meta{.model = r.model.empty() ? kModelIds[0] : r.model,
+    const ResponseMeta meta{.model = r.model.empty() ? listed_models(architecture_)[0] : r.model,
                             .seq = ++seq_,
                             .created = int64_t(std::time(nullptr))};
     job->writer = make_writer(r, meta);

@@ -87,6 +87,7 @@ private:
     std::string model_json(const std::string& id) const;
 
     std::unique_ptr<chat::ChatFormat> format_;  // the model's (general.architecture); before scheduler_
+    std::string architecture_;                  // the model's general.architecture (/v1/models)
     ServerOptions options_;
     int64_t ctx_;
     HostPolicy hosts_;

@@ -1,5 +1,7 @@
 #include "server/request.h"
 
+#include <span>
+
 #include "server/request_fields.h"
 
 namespace ds4::server {
@@ -43,11 +45,25 @@ bool json_depth_within(std::string_view json, size_t max_depth) {
 }
 
 bool known_model(std::string_view id) {
-    for (const char* m : kModelIds)
-        if (id == m) return true;
-    for (const char* m : kModelAliases)
-        if (id == m) return true;
+    for (const auto& list : {std::span<const char* const>(kModelIds), std::span<const char* const>(kModelAliases),
+                             std::span<const char* const>(kGlmModelIds), std::span<const char* const>(kGlmAliases)})
+        for (const char* m : list)
+            if (id == m) return true;
     return false;
+}
+
+std::vector<std::string> listed_models(std::string_view architecture) {
+    if (architecture == "glm-dsa") return {std::begin(kGlmModelIds), std::end(kGlmModelIds)};
+    return {std::begin(kModelIds), std::end(kModelIds)};
+}
+
+std::optional<chat::ThinkingMode> alias_thinking(std::string_view id) {
+    if (id == "deepseek-chat") return chat::ThinkingMode::Off;
+    if (id == "deepseek-reasoner") return chat::ThinkingMode::High;
+    if (id.starts_with("zai/")) id.remove_prefix(4);
+    if (id == "glm-5.2-chat" || id == "glm-5.2-nothink" || id == "glm-5.2-no-think") return chat::ThinkingMode::Off;
+    if (id == "glm-5.2-reasoner") return chat::ThinkingMode::High;
+    return std::nullopt;
 }
 
 Request parse_request(Api api, std::string_view body) {
@@ -66,7 +82,8 @@ Request parse_request(Api api, std::string_view body) {
         r.model = get_string(j, "model");
         if (!r.model.empty() && !known_model(r.model))
             throw RequestError(404, fmt::format("model '{}' not found (known: deepseek-v4-flash, "
-                                                "deepseek-v4-pro, deepseek-chat, deepseek-reasoner)",
+                                                "deepseek-v4-pro, deepseek-chat, deepseek-reasoner, glm-5.2, "
+                                                "glm-5.2-chat, glm-5.2-reasoner; zai/ prefix accepted)",
                                                 cap_text(r.model, 64)),
                                "model", "model_not_found");
         thinking_controls(r, j);

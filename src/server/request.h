@@ -33,11 +33,21 @@ std::string cap_text(std::string_view text, size_t limit = kMaxEchoBytes);
 // the text need not be valid JSON).
 bool json_depth_within(std::string_view json, size_t max_depth);
 
-// The model ids GET /v1/models lists, and the aliases a request may name as well (DeepSeek's
-// API names: thinking off / on unless a field says otherwise). Any other "model" is a 404.
+// The model ids GET /v1/models lists for the loaded family, and the aliases a request may name
+// as well (thinking off / on unless a field says otherwise: DeepSeek's API names, and GLM's
+// -chat / -nothink / -no-think / -reasoner forms, with or without the "zai/" prefix). A request
+// may name any family's id (clients keep their configured name); any other "model" is a 404.
 inline constexpr const char* kModelIds[] = {"deepseek-v4-flash", "deepseek-v4-pro"};
 inline constexpr const char* kModelAliases[] = {"deepseek-chat", "deepseek-reasoner"};
+inline constexpr const char* kGlmModelIds[] = {"glm-5.2", "zai/glm-5.2"};
+inline constexpr const char* kGlmAliases[] = {"glm-5.2-chat",         "glm-5.2-nothink",     "glm-5.2-no-think",
+                                              "glm-5.2-reasoner",     "zai/glm-5.2-chat",    "zai/glm-5.2-nothink",
+                                              "zai/glm-5.2-no-think", "zai/glm-5.2-reasoner"};
 bool known_model(std::string_view id);
+// The ids GET /v1/models lists for a model of `architecture` (general.architecture).
+std::vector<std::string> listed_models(std::string_view architecture);
+// The thinking mode an alias implies (nullopt: the id implies none).
+std::optional<chat::ThinkingMode> alias_thinking(std::string_view id);
 
 // A client error: status (400 unless said otherwise) and message (client text in it is
 // capped, see cap_text); `param` names the request field when one is to blame (OpenAI error

@@ -228,10 +228,8 @@ void thinking_controls(Request& r, const ojson& j) {
         explicit_mode = apply_effort(r, get_string(j, "reasoning_effort"), "reasoning_effort");
     if (const ojson* re = get_object(j, "reasoning"))  // Responses
         if (field(*re, "effort")) explicit_mode = apply_effort(r, get_string(*re, "effort"), "effort");
-    if (!explicit_mode) {
-        if (r.model == "deepseek-chat") r.thinking = chat::ThinkingMode::Off;
-        else if (r.model == "deepseek-reasoner") r.thinking = chat::ThinkingMode::High;
-    }
+    if (!explicit_mode)
+        if (const auto mode = alias_thinking(r.model)) r.thinking = *mode;
 }
 
 void sampling_fields(Request& r, const ojson& j) {

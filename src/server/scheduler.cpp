@@ -31,7 +31,10 @@ Scheduler::Scheduler(model::Model& model, const chat::ChatFormat& format, Schedu
     for (auto& s : slots_) {
         s.seq = model_.new_sequence(opt_.session.sequence());
         s.gen = std::make_unique<engine::Generator>(
-            *s.seq, engine::GeneratorConfig{.n_vocab = model_.info().n_vocab, .eos = tok_.special().eos, .hidden_size = model_.info().hidden_size});
+            *s.seq, engine::GeneratorConfig{.n_vocab = model_.info().n_vocab,
+                                            .eos = tok_.special().eos,
+                                            .stop_ids = format_.stop_ids(),
+                                            .hidden_size = model_.info().hidden_size});
         if (opt_.new_drafter) {
             s.drafter = opt_.new_drafter(opt_.session.sequence());
             s.gen->set_drafter(s.drafter.get());

@@ -44,6 +44,16 @@ TEST(ServerRequest, ThinkingControlsAndModelAliases) {
     EXPECT_EQ(parse(Api::Chat, chat_body({{"model", "deepseek-chat"}})).thinking, ThinkingMode::Off);
     // An explicit field wins over the alias.
     EXPECT_EQ(parse(Api::Chat, chat_body({{"model", "deepseek-chat"}, {"think", true}})).thinking, ThinkingMode::High);
+    // GLM 5.2's ids: the -chat / -nothink / -no-think aliases think off, -reasoner on, with or
+    // without the zai/ prefix; the plain id keeps the request's mode.
+    for (const char* off : {"glm-5.2-chat", "glm-5.2-nothink", "glm-5.2-no-think", "zai/glm-5.2-chat"})
+        EXPECT_EQ(parse(Api::Chat, chat_body({{"model", off}})).thinking, ThinkingMode::Off) << off;
+    for (const char* on : {"glm-5.2-reasoner", "zai/glm-5.2-reasoner"})
+        EXPECT_EQ(parse(Api::Chat, chat_body({{"model", on}, {"think", false}})).thinking, ThinkingMode::Off) << on;
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"model", "zai/glm-5.2-reasoner"}})).thinking, ThinkingMode::High);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"model", "glm-5.2"}, {"think", false}})).thinking, ThinkingMode::Off);
+    EXPECT_EQ(listed_models("glm-dsa"), (std::vector<std::string>{"glm-5.2", "zai/glm-5.2"}));
+    EXPECT_EQ(listed_models("deepseek4"), (std::vector<std::string>{"deepseek-v4-flash", "deepseek-v4-pro"}));
     EXPECT_EQ(parse(Api::Messages, chat_body({{"output_config", {{"effort", "max"}}}})).thinking, ThinkingMode::Max);
     EXPECT_EQ(parse(Api::Responses, {{"input", "x"}, {"reasoning", {{"effort", "none"}}}}).thinking, ThinkingMode::Off);
     EXPECT_THROW(parse(Api::Chat, chat_body({{"reasoning_effort", "extreme"}})), RequestError);
@@ -352,7 +362,8 @@ TEST(ServerRequestLimits, UnknownModelIs404InEveryApiAliasesAreAccepted) {
         EXPECT_EQ(e.param, "model");
         EXPECT_EQ(e.code, "model_not_found");
         EXPECT_NE(std::string(e.what()).find("'gpt-4o' not found"), std::string::npos);
-        for (const char* ok : {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner", ""}) {
+        for (const char* ok : {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-chat", "deepseek-reasoner", "glm-5.2",
+                               "zai/glm-5.2", "glm-5.2-reasoner", ""}) {
             b["model"] = ok;
             EXPECT_NO_THROW(parse(api, b)) << ok;
         }

@@ -121,13 +121,14 @@ struct RunOptions {
     int64_t eos_after = -1;      // history length at which EOS becomes the certain next token
     int64_t stop_after = -1;     // on_token returns false for the n-th token (1-based)
     int64_t prefill_chunk = 5;
+    std::vector<int32_t> stop_ids = {};  // GeneratorConfig::stop_ids
 };
 
 const std::vector<int32_t> kPrompt = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32};
 
 Outcome run(RunOptions o, const std::vector<int32_t>& prompt = kPrompt) {
     FakeSequence seq({.ctx = o.ctx, .qat = false, .rewind_slack = 32});
-    Generator g(seq, {.n_vocab = kVocab, .eos = kEos});
+    Generator g(seq, {.n_vocab = kVocab, .eos = kEos, .stop_ids = o.stop_ids});
     g.set_drafter(o.drafter);
     Outcome r;
     EXPECT_EQ(g.set_prompt(prompt), 0);
@@ -181,6 +182,31 @@ TEST(Generator, GreedyWithoutDraftsOneTokenPerStep) {
         EXPECT_EQ(id, int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
         h.push_back(id);
     }
+}
+
+// A chat format's stop ids (GLM: the markers that open the next turn) end a reply as EOS does:
+// not emitted, the reason Eos; with ban_eos they are never sampled.
+TEST(Generator, StopIdsEndTheReplyLikeEos) {
+    const GenerateOptions greedy{.sampling = {.temperature = 0}, .max_tokens = 20};
+    const Outcome plain = run({.gen = greedy});
+    ASSERT_EQ(plain.emitted.size(), 20u);
+    const int32_t stop = plain.emitted[6];
+    const size_t first = size_t(std::find(plain.emitted.begin(), plain.emitted.end(), stop) - plain.emitted.begin());
+    const Outcome stopped = run({.gen = greedy, .stop_ids = {stop}});
+    EXPECT_EQ(stopped.reason, StopReason::Eos);
+    EXPECT_EQ(stopped.emitted, std::vector<int32_t>(plain.emitted.begin(), plain.emitted.begin() + long(first)));
+    GenerateOptions banned = greedy;
+    banned.ban_eos = true;
+    const Outcome never = run({.gen = banned, .stop_ids = {stop}});
+    EXPECT_EQ(never.reason, StopReason::Length);
+    EXPECT_EQ(std::count(never.emitted.begin(), never.emitted.end(), stop), 0);
+    EXPECT_EQ(never.emitted.size(), 20u);
+    // Speculative runs stop there too.
+    ScriptedDrafter right(3, -1, -1);
+    const Outcome drafted = run({.gen = {.sampling = {.temperature = 0}, .max_tokens = 20, .max_draft = 3},
+                                 .drafter = &right, .stop_ids = {stop}});
+    EXPECT_EQ(drafted.emitted, stopped.emitted);
+    EXPECT_EQ(drafted.reason, StopReason::Eos);
 }
 
 TEST(Generator, RightDraftsAreAcceptedSeveralTokensPerStep) {

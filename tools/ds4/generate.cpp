@@ -37,7 +37,7 @@ int run_generate(const Options& o) {
     if (int64_t(prompt.size()) >= o.ctx)
         fail("the prompt is {} tokens but the context holds {} (raise --ctx)", prompt.size(), o.ctx);
 
-    engine::Engine e(model, tok, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat});
+    engine::Engine e(model, tok, {.ctx = o.ctx, .prefill_chunk = o.prefill_chunk, .qat = o.qat}, format->stop_ids());
     TurnOptions t;
     const std::unique_ptr<speculative::Speculation> spec = speculative::Speculation::open(model, o.spec);
     std::unique_ptr<engine::Drafter> drafter;

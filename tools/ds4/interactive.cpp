@@ -105,7 +105,7 @@ private:
         engine_.reset();
         engine_ = std::make_unique<engine::Engine>(
             *run_.model, *run_.tokenizer,
-            model::SessionOptions{.ctx = ctx, .prefill_chunk = o_.prefill_chunk, .qat = o_.qat});
+            model::SessionOptions{.ctx = ctx, .prefill_chunk = o_.prefill_chunk, .qat = o_.qat}, format_->stop_ids());
         // The drafter mirrors the session: a new one with each (a /load restarts its window
         // from the rows that follow).
         drafter_.reset();
