@@ -1,5 +1,6 @@
 // ds4-gguf-gen: writes random deepseek4 GGUF models of any shape and quant mix, with exactly
-// the tensor names, shapes and metadata keys of the published DeepSeek V4 Flash GGUFs.
+// the tensor names, shapes and metadata keys of the published DeepSeek V4 Flash GGUFs; with
+// --arch glm-dsa, GLM 5.2 models instead (glm_main.cpp, its own flags).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -8,13 +9,17 @@
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "dspark.h"
+#include "glm_gen.h"
 #include "mtp.h"
 #include "options.h"
 #include "vocab.h"
 
 namespace {
 
-constexpr const char* kFooter = R"(Presets (individual flags override them):
+constexpr const char* kFooter = R"(--arch glm-dsa writes GLM 5.2 models instead, with flags of their own: see
+ds4-gguf-gen --arch glm-dsa --help.
+
+Presets (individual flags override them):
   tiny   6 layers, ratios 0,0,4,128,4,128, 3 hash layers, n_embd 256, vocab 512, 4 heads x 96
          (rope 32), q_rank 64, o_rank 64 x 2 groups, 8 experts x ff 256 (2 used, 1 shared),
          indexer 2 x 64 top-k 4, window 16, hc 4; all F32. K/IQ types (256-value blocks) work
@@ -88,9 +93,20 @@ std::vector<uint32_t> parse_ratios(const std::string& s) {
     return out;
 }
 
+// True when the command line asks for --arch glm-dsa (either spelling).
+bool wants_glm(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--arch=glm-dsa" || (a == "--arch" && i + 1 < argc && std::string(argv[i + 1]) == "glm-dsa"))
+            return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (wants_glm(argc, argv)) return ds4::gen::glm_main(argc, argv);
     CLI::App app{"ds4-gguf-gen: write a random deepseek4 GGUF model"};
     app.footer(kFooter);
     app.get_formatter()->column_width(34);
@@ -100,6 +116,10 @@ int main(int argc, char** argv) {
     bool real_vocab = false, sparse = false, quiet = false, exact_quant = false;
     int threads = 0;
     std::vector<std::string> types;
+    std::string arch = "deepseek4";
+    app.add_option("--arch", arch, "deepseek4 | glm-dsa (its own flags: --arch glm-dsa --help)")
+        ->check(CLI::IsMember({"deepseek4", "glm-dsa"}))
+        ->capture_default_str();
     app.add_option("-o,--output", out, "output file")->required();
     app.add_option("--preset", preset, "tiny | small | flash | pro")->capture_default_str();
     app.add_option("--seed", seed, "random seed")->capture_default_str();

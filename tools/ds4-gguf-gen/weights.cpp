@@ -13,6 +13,7 @@
 #include "quant/quant.h"
 #include "random_blocks.h"
 #include "rng.h"
+#include "scratch.h"
 
 namespace ds4::gen {
 
@@ -79,8 +80,8 @@ void tid2eid_row(const deepseek4::TensorSpec& spec, uint32_t n_expert, uint64_t 
     }
 }
 
-// Runs fn over [0, rows) on the pool, rethrowing the first exception on the caller's thread
-// (a worker must not let one escape).
+}  // namespace
+
 void for_rows(ThreadPool* pool, int64_t rows, int64_t grain,
               const std::function<void(int64_t, int64_t)>& fn) {
     if (!pool) return fn(0, rows);
@@ -99,8 +100,6 @@ void for_rows(ThreadPool* pool, int64_t rows, int64_t grain,
         grain);
     if (first) std::rethrow_exception(first);
 }
-
-}  // namespace
 
 uint64_t tensor_bytes(const deepseek4::TensorSpec& spec, TensorType type) {
     return row_bytes(type, spec.ne[0]) * uint64_t(spec.n_elements() / spec.ne[0]);

@@ -1,14 +1,18 @@
-// ds4-oracle: runs a deepseek4 GGUF through the llama.cpp oracle (the prebuilt libraries in
-// .cache/oracle/bin) with the settings of spec/ORACLE.md that make it exact, and writes the logits
-// of every position as raw little-endian float32 [n_tokens][n_vocab]. Test-only; see
-// docs/ORACLE_HARNESS.md.
+// ds4-oracle: runs a deepseek4 or glm-dsa GGUF through the llama.cpp oracle (the prebuilt
+// libraries in .cache/oracle/bin) with the settings of spec/ORACLE.md that make it exact, and
+// writes the logits of every position as raw little-endian float32 [n_tokens][n_vocab].
+// Test-only; see docs/ORACLE_HARNESS.md. Both architectures run with the same settings (F32 KV,
+// flash attention off, no repack, one ubatch per call); the architecture only changes what
+// --mode mtp reads as the trunk's hidden state and whether --dump-indexer is available.
 //
 // --mode mtp: the MTP head of a model with one (llama.cpp's layout: blk.<L>.nextn.*, loaded with
-// load_mtp). The trunk runs over the tokens once; the output of its last layer (captured by the
-// eval callback) is its final hidden state h_p ([hc*n_embd] floats) at every position; then an LLAMA_CONTEXT_TYPE_MTP context
-// runs the rows (x_p, h_{p-1}) at position p, h_{-1} = 0, in chunks of --chunk (default 32),
-// and --out gets their logits [n_tokens][n_vocab] (row p predicts x_{p+1}); --dump-hidden FILE
-// also writes the trunk's h rows [n_tokens][hc*n_embd].
+// load_mtp). The trunk runs over the tokens once, and the eval callback captures its hidden
+// state h_p at every position: for deepseek4 the output of its last layer ("l_last-<L-1>",
+// [hc*n_embd] floats), for glm-dsa the output-normed state the MTP head reads (llama.cpp's
+// t_h_nextn, [n_embd]; the node is named "h_nextn", then renamed "result_norm"). Then an
+// LLAMA_CONTEXT_TYPE_MTP context runs the rows (x_p, h_{p-1}) at position p, h_{-1} = 0, in
+// chunks of --chunk (default 32), and --out gets their logits [n_tokens][n_vocab] (row p
+// predicts x_{p+1}); --dump-hidden FILE also writes the trunk's h rows [n_tokens][width].
 //
 // --tokenize STRINGS: instead, loads only the vocabulary and writes llama.cpp's token ids for
 // each string of STRINGS (little-endian u32 byte length + bytes, repeated) to --out, one line
@@ -110,6 +114,13 @@ void write_f32(const std::string& path, const std::vector<float>& v) {
 }
 
 using ModelPtr = std::unique_ptr<llama_model, void (*)(llama_model*)>;
+
+// general.architecture of a loaded model.
+std::string architecture(const llama_model* model) {
+    char buf[64] = {};
+    if (llama_model_meta_val_str(model, "general.architecture", buf, sizeof buf) < 0) return {};
+    return buf;
+}
 using ContextPtr = std::unique_ptr<llama_context, void (*)(llama_context*)>;
 
 // Loads the model with the exact settings of spec/ORACLE.md and checks the token ids.
@@ -129,6 +140,8 @@ ModelPtr load_model(const Options& o, const std::vector<llama_token>& tokens, bo
     ModelPtr model(llama_model_load_from_file(o.model.c_str(), mp), &llama_model_free);
     if (!model) fail(fmt::format("{}: llama.cpp could not load the model (--verbose shows its log)", o.model));
 
+    if (const std::string arch = architecture(model.get()); arch != "deepseek4" && arch != "glm-dsa")
+        fail(fmt::format("{}: architecture '{}'; the harness runs deepseek4 and glm-dsa", o.model, arch));
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
     for (size_t i = 0; i < tokens.size(); ++i) {
         if (tokens[i] >= n_vocab) {
@@ -170,6 +183,9 @@ int run(const Options& o) {
     const int bs = batch_size(o, n_tokens);
     ModelPtr model = load_model(o, tokens, false);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
+    // The indexer capture reads deepseek4's node names (capture.h); glm-dsa's differ.
+    if (!o.dump_indexer.empty() && architecture(model.get()) != "deepseek4")
+        fail(fmt::format("{}: --dump-indexer reads deepseek4 models only", o.model));
 
     const bool capture = !o.dump_experts.empty() || !o.dump_indexer.empty();
     ds4::oracle::RouteCapture routes(!o.dump_experts.empty(), !o.dump_indexer.empty());
@@ -221,8 +237,8 @@ BatchPtr batch_guard(llama_batch* b) {
     return BatchPtr(b, [](llama_batch* x) { llama_batch_free(*x); });
 }
 
-// The output of the trunk's last layer ("l_last-<L-1>" in llama.cpp's graph), read by the eval
-// callback while the graph runs. llama_get_embeddings_nextn (unmasked) is not used: its tensor
+// The trunk's hidden state for the MTP head (the header comment), read by the eval callback
+// while the graph runs. llama_get_embeddings_nextn (unmasked) is not used: its tensor
 // is a view whose buffer the scheduler reuses for later nodes, so some or all of its rows are
 // overwritten by the time they are copied out (seen with this build: rows 16 and 256 of 320
 // with one output row, every row with all rows as outputs).
@@ -250,10 +266,13 @@ struct HiddenCapture {
 };
 
 // The trunk over all tokens in one batch: its final hidden states [n_tokens][n_embd_out].
+// glm-dsa's state comes after llama.cpp drops the rows that give no logits, so there every row
+// gives logits.
 std::vector<float> trunk_hidden(const Options& o, llama_model* model, const std::vector<llama_token>& tokens) {
     const int n_tokens = static_cast<int>(tokens.size());
+    const bool glm = architecture(model) == "glm-dsa";
     HiddenCapture cap;
-    cap.name = fmt::format("l_last-{}", llama_model_n_layer(model) - 1);
+    cap.name = glm ? std::string("result_norm") : fmt::format("l_last-{}", llama_model_n_layer(model) - 1);
     cap.width = static_cast<size_t>(llama_model_n_embd_out(model));
     cap.rows.assign(static_cast<size_t>(n_tokens) * cap.width, 0.0f);
     llama_context_params cp = context_params(o, n_tokens, n_tokens);
@@ -268,7 +287,7 @@ std::vector<float> trunk_hidden(const Options& o, llama_model* model, const std:
         batch.pos[i] = i;
         batch.n_seq_id[i] = 1;
         batch.seq_id[i][0] = 0;
-        batch.logits[i] = i == n_tokens - 1;
+        batch.logits[i] = glm || i == n_tokens - 1;
     }
     const int rc = llama_decode(ctx.get(), batch);
     if (!cap.error.empty()) fail("hidden capture: " + cap.error);
@@ -393,7 +412,7 @@ int run_tokenize(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"Runs a deepseek4 GGUF through the llama.cpp oracle and writes float32 logits "
+    CLI::App app{"Runs a deepseek4 or glm-dsa GGUF through the llama.cpp oracle and writes float32 logits "
                  "[n_tokens][n_vocab] (F32 KV, flash attention off, no repack)."};
     app.add_option("-m,--model", o.model, "GGUF model")->required();
     app.add_option("--token-ids", o.token_ids, "text file of whitespace-separated token ids");
@@ -405,11 +424,12 @@ int main(int argc, char** argv) {
                    "logits, rows of --chunk, default 32)")
         ->check(CLI::IsMember({"prefill", "decode", "chunked", "mtp"}));
     app.add_option("--chunk", o.chunk, "tokens per llama_decode in chunked and mtp modes");
-    app.add_option("--dump-hidden", o.dump_hidden, "mtp mode: write the trunk's hidden rows [n_tokens][hc*n_embd] f32");
+    app.add_option("--dump-hidden", o.dump_hidden, "mtp mode: write the trunk's hidden rows [n_tokens][width] f32");
     app.add_option("--threads", o.threads, "CPU threads")->check(CLI::PositiveNumber);
     app.add_option("--n-ctx", o.n_ctx, "context size (default: token count rounded up to 256)");
     app.add_option("--dump-experts", o.dump_experts, "write chosen experts: 'layer pos id...' per line");
-    app.add_option("--dump-indexer", o.dump_indexer, "write indexer-selected rows: 'layer pos id...' per line");
+    app.add_option("--dump-indexer", o.dump_indexer,
+                   "write indexer-selected rows: 'layer pos id...' per line (deepseek4 only)");
     app.add_option("--backend-dir", o.backend_dir, "folder of the ggml CPU backend libraries");
     app.add_flag("-v,--verbose", o.verbose, "show llama.cpp's log");
     CLI11_PARSE(app, argc, argv);
