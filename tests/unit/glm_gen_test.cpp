@@ -224,7 +224,7 @@ TEST_F(GlmGen, TypeMixesRoundTrip) {
     };
     const std::vector<Mix> mixes = {
         {"--type all=q8_0 --type exps=q4_k --type embd=q2_k --type output=iq2_xxs --type router=f16 "
-         "--type mtp_proj=bf16 --type dense_ffn=q4_k --type shared=q2_k --type indexer=f32 --mtp",
+         "--type mtp_proj=bf16 --type dense_ffn=q4_k --type shared=q2_k --type indexer=f32 --type indexer_proj=f32 --mtp",
          {{"token_embd.weight", "q2_K"}, {"output.weight", "iq2_xxs"}, {"blk.1.attn_q_b.weight", "q8_0"},
           {"blk.1.attn_k_b.weight", "q8_0"}, {"blk.0.ffn_down.weight", "q4_K"}, {"blk.1.ffn_up_shexp.weight", "q2_K"},
           {"blk.1.ffn_gate_exps.weight", "q4_K"}, {"blk.3.ffn_down_exps.weight", "q4_K"},

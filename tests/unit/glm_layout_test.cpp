@@ -132,7 +132,7 @@ TEST(GlmLayout, ClassesAndSelectors) {
     }
     const auto m = by_name(specs);
     EXPECT_EQ(m.at("blk.0.attn_k_b.weight").cls, TensorClass::Attn);
-    EXPECT_EQ(m.at("blk.0.indexer.proj.weight").cls, TensorClass::Indexer);
+    EXPECT_EQ(m.at("blk.0.indexer.proj.weight").cls, TensorClass::IndexerProj);
     EXPECT_EQ(m.at("blk.0.ffn_up.weight").cls, TensorClass::DenseFfn);
     EXPECT_EQ(m.at("blk.4.ffn_up_shexp.weight").cls, TensorClass::Shared);
     EXPECT_EQ(m.at("blk.4.ffn_up_exps.weight").cls, TensorClass::GateUpExps);

@@ -60,13 +60,12 @@ GlmConfig tiny() {
     return c;
 }
 
-// The glm52 recipe, q2-style: quantized routed experts, Q8_0 elsewhere; the indexer F32 because
-// llama.cpp's converter keeps indexer.proj in F32 (one class holds all three indexer
-// matrices), the router F32 as in published files.
+// The glm52 recipe, q2-style: quantized routed experts, Q8_0 elsewhere; indexer.proj and the
+// router F32 as llama.cpp's converter and the published files keep them.
 GlmTypes glm52_types() {
     GlmTypes t;
     t.fill(TensorType::Q8_0);
-    t[size_t(TensorClass::Indexer)] = TensorType::F32;
+    t[size_t(TensorClass::IndexerProj)] = TensorType::F32;
     t[size_t(TensorClass::Router)] = TensorType::F32;
     t[size_t(TensorClass::GateUpExps)] = TensorType::Q2_K;
     t[size_t(TensorClass::DownExps)] = TensorType::Q4_K;

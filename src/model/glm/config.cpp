@@ -230,7 +230,6 @@ GlmConfig GlmConfig::from_gguf(const gguf::File& f) {
     c.expert_weights_scale = r.has("expert_weights_scale") ? r.f32("expert_weights_scale") : 1.0f;
     c.expert_weights_norm = r.has("expert_weights_norm") ? r.boolean("expert_weights_norm") : false;
     c.rope_base = r.f32("rope.freq_base");
-    check_mla_keys(r, c);
     if (c.n_layer == 0) r.invalid(r.key("block_count"), "leaves no trunk layer");
     if (const Value* t = r.find(r.key("attention.indexer.types")); t && !t->is_array()) {
         // One value for every layer (llama.cpp accepts a scalar too).
@@ -249,6 +248,8 @@ GlmConfig GlmConfig::from_gguf(const gguf::File& f) {
     } catch (const Error& e) {
         fail("{}: {}", f.path(), e.what());
     }
+    // After the ranges, so a bad kv_lora_rank or rope count is reported under its own key.
+    check_mla_keys(r, c);
     return c;
 }
 

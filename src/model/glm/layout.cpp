@@ -15,7 +15,7 @@ namespace ds4::glm {
 namespace {
 
 constexpr std::array<std::string_view, kTensorClassCount> kClassNames = {
-    "embd", "output", "attn", "indexer", "dense_ffn", "shared", "gate_up_exps", "down_exps",
+    "embd", "output", "attn", "indexer", "indexer_proj", "dense_ffn", "shared", "gate_up_exps", "down_exps",
     "router", "norm", "mtp_proj",
 };
 
@@ -68,7 +68,7 @@ std::vector<TensorSpec> layer_tensor_layout(const GlmConfig& c, const std::strin
     if (full_indexer) {
         add("indexer.k_norm.weight", {DI}, C::Norm);
         add("indexer.k_norm.bias", {DI}, C::Norm);
-        add("indexer.proj.weight", {D, HI}, C::Indexer);
+        add("indexer.proj.weight", {D, HI}, C::IndexerProj);
         add("indexer.attn_k.weight", {D, DI}, C::Indexer);
         add("indexer.attn_q_b.weight", {Rq, HI * DI}, C::Indexer);
     }
@@ -111,7 +111,7 @@ std::vector<TensorSpec> mtp_layout(const GlmConfig& c) {
     std::vector<TensorSpec> out = layer_tensor_layout(c, prefix, block, true, false);
     // llama.cpp loads the MTP block's indexer tensors as optional.
     for (TensorSpec& s : out)
-        if (s.cls == TensorClass::Indexer || s.name.find(".indexer.") != std::string::npos) s.optional = true;
+        if (s.name.find(".indexer.") != std::string::npos) s.optional = true;
     out.push_back({prefix + "nextn.eh_proj.weight", {2 * D, D}, TensorClass::MtpProj, block});
     out.push_back({prefix + "nextn.enorm.weight", {D}, TensorClass::Norm, block});
     out.push_back({prefix + "nextn.hnorm.weight", {D}, TensorClass::Norm, block});

@@ -8,7 +8,7 @@
 //   attn_kv_a_norm [kv_lora] Norm, attn_k_b [nope, kv_lora, H] Attn,
 //   attn_v_b [kv_lora, v_head, H] Attn, attn_output [H*v_head, D] Attn,
 //   full indexer layers only: indexer.k_norm.{weight,bias} [idx_dim] Norm, indexer.proj
-//     [D, idx_heads] Indexer, indexer.attn_k [D, idx_dim] Indexer, indexer.attn_q_b
+//     [D, idx_heads] IndexerProj, indexer.attn_k [D, idx_dim] Indexer, indexer.attn_q_b
 //     [q_lora, idx_heads*idx_dim] Indexer,
 //   ffn_norm [D] Norm, then dense layers: ffn_gate, ffn_up [D, dense_ff], ffn_down [dense_ff, D]
 //   DenseFfn; routed layers: ffn_gate_inp [D, E] Router, exp_probs_b.bias [E] Norm (optional),
@@ -40,7 +40,8 @@ enum class TensorClass : int {
     Embd,        // token_embd
     Output,      // output
     Attn,        // attn_q_a, attn_q_b, attn_kv_a_mqa, attn_k_b, attn_v_b, attn_output
-    Indexer,     // indexer.attn_k, indexer.attn_q_b, indexer.proj
+    Indexer,     // indexer.attn_k, indexer.attn_q_b
+    IndexerProj, // indexer.proj (llama.cpp's converter keeps it F32)
     DenseFfn,    // the leading dense layers' ffn_{gate,up,down}
     Shared,      // ffn_{gate,up,down}_shexp
     GateUpExps,  // ffn_gate_exps, ffn_up_exps
@@ -49,7 +50,7 @@ enum class TensorClass : int {
     Norm,        // norms, biases: always F32
     MtpProj,     // nextn.eh_proj
 };
-inline constexpr int kTensorClassCount = 11;
+inline constexpr int kTensorClassCount = 12;
 
 std::string_view tensor_class_name(TensorClass c);
 // A `--type` selector: a class name, "all" (every class but Norm) or "exps" (both expert
