@@ -132,7 +132,7 @@ void AttentionPass::attend_token(const Rows::Span& sp, const LayerState& s, int6
             const blocks::IndexerQuery iq{iq_ + t * HI_ * DI_, iw_ + t * HI_, int(HI_), int(DI_)};
             choice.rows[size_t(t)] =
                 blocks::select_rows(iq, s.index.data(), visible, int64_t(c_.indexer_top_k), scratch.score, inner);
-            if (model::DecisionLog* log = sp.seq->decision_log()) {
+            if (model::DecisionLog* log = ctx_.trunk ? sp.seq->decision_log() : nullptr) {
                 auto& per_layer = log->indexer[size_t(p)];
                 per_layer.resize(c_.n_layer);
                 per_layer[size_t(w_.index)] = choice.rows[size_t(t)];
@@ -158,7 +158,7 @@ void AttentionPass::attend() {
     for (const Rows::Span& sp : R_.spans) {
         if (sp.n == 0) continue;
         blocks_of.push_back({&sp, sp.n});
-        states.push_back(&sequence(sp).layer(uint32_t(w_.index)));
+        states.push_back(&ctx_.state(sp, uint32_t(w_.index)));
     }
     blocks::run_attention_rounds(
         ctx_.pool, blocks_of, [&](int32_t i, int64_t t) { update_state(*states[size_t(i)], t); },

@@ -60,7 +60,7 @@ void routed(const LayerContext& ctx, const LayerWeights& w, const float* v, floa
     blocks::combine_experts(out, routes, ctx.pool, [&](int64_t t, const float* F) {
         for (int64_t i = 0; i < D; ++i) X[t * D + i] += F[i];
     });
-    log_routes(ctx, w, routes);
+    if (ctx.trunk) log_routes(ctx, w, routes);
 }
 
 }  // namespace

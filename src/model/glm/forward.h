@@ -21,6 +21,8 @@ using blocks::ScratchArena;
 using blocks::Workspace;
 
 inline Sequence& sequence(const Rows::Span& sp) { return *static_cast<Sequence*>(sp.seq); }
+// How a trunk layer finds a row span's state: its sequence's state of that layer.
+inline LayerState& trunk_layer_state(const Rows::Span& sp, uint32_t layer) { return sequence(sp).layer(layer); }
 
 // Each row's key choice of the last full-indexer layer of the call (the shared layers after it
 // reuse it): chosen[t] = false while the row sees no more than top-k keys (it attends to all).
@@ -37,6 +39,10 @@ struct LayerContext {
     const Rows& rows;
     TopK& top_k;
     model::ExpertSource& experts = model.experts();
+    // The defaults are the trunk's; the MTP block (mtp.h) brings its own states and is not a
+    // trunk layer (trunk = false: no decision logging, which is indexed by trunk layer).
+    LayerState& (*state)(const Rows::Span& sp, uint32_t layer) = trunk_layer_state;
+    bool trunk = true;
 };
 
 void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);

@@ -28,6 +28,8 @@ struct Workspace;
 
 namespace ds4::glm {
 
+class MtpHead;
+
 class Model final : public model::Model {
 public:
     // Opens, validates (metadata and every tensor of the range) and binds opt.layers (all by
@@ -59,6 +61,7 @@ public:
     model::ExpertFileLayout expert_layout() const override;
 
 private:
+    friend class MtpHead;  // runs its block and head under this model's lock, pool and workspace
     explicit Model(int threads);
     void check(model::Batch b, bool advancing) const;
     void embed_unlocked(model::Batch b, float* X);

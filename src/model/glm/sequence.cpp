@@ -17,6 +17,11 @@ LayerState::LayerState(const GlmConfig& c, uint32_t il, int64_t ctx)
     index.resize(size_t(ctx * index_dim));
 }
 
+LayerState::LayerState(int64_t key_dim_, int64_t index_dim_, int64_t ctx) : key_dim(key_dim_), index_dim(index_dim_) {
+    kv.resize(size_t(ctx * key_dim));
+    index.resize(size_t(ctx * index_dim));
+}
+
 int64_t LayerState::bytes_for(const GlmConfig& c, uint32_t il, int64_t ctx) {
     const int64_t per = int64_t(c.key_dim()) + (c.indexer_is_full(il) ? int64_t(c.indexer_dim) : 0);
     return ctx * per * int64_t(sizeof(float));

@@ -22,6 +22,8 @@ inline constexpr int64_t kMaxContext = int64_t(1) << 40;
 
 struct LayerState {
     LayerState(const GlmConfig& c, uint32_t il, int64_t ctx);
+    // A block outside the trunk (the MTP block): latent rows, and indexer rows of index_dim.
+    LayerState(int64_t key_dim, int64_t index_dim, int64_t ctx);
     static int64_t bytes_for(const GlmConfig& c, uint32_t il, int64_t ctx);
     int64_t bytes() const;
     int64_t used_bytes(int64_t pos) const;
