@@ -337,26 +337,56 @@ void DistPipeline::rewind_clear_restart(int64_t dist_chunk) {
     EXPECT_EQ(got, ref60);
 }
 
-// The draft seam's outputs (hidden states, layer captures) stay on the process that computes
-// them: a pipeline refuses a call that asks for them before anything runs, and runs it without.
-TEST_F(DistPipeline, HiddenStateOutputsAreRefusedOverThePipeline) {
-    const uint16_t port = free_port();
-    auto w = worker("w", "3:output", port, {"-c", "256"});
-    auto pm = pipeline::open_model(model_, {.threads = 1}, coordinator_options("0:2", port));
-    auto seq = pm->new_sequence({.ctx = 256});
-    const std::vector<int32_t> ids = {1, 2, 3};
-    std::vector<float> hidden(static_cast<size_t>(pm->info().hidden_size)), logits(pm->info().n_vocab);
-    model::BatchItem it{seq.get(), ids, model::Logits::Last, logits.data(), model::Logits::Last, hidden.data()};
-    try {
-        pm->eval(model::Batch(&it, 1));
-        ADD_FAILURE() << "hidden states over a pipeline";
-    } catch (const Error& e) {
-        EXPECT_TRUE(contains(e.what(), "not available over a pipeline")) << e.what();
+// The draft seam's outputs over a pipeline (they replace its refusal, issue 31): hidden states
+// and layer captures asked of PipelineModel::eval come back equal to one process's bit for bit
+// (32-bit activations): the coordinator's own layers' captures from here, the workers' and the
+// final hidden state in the RESULTs' draft rows. Pipelined WORKs (some before hidden_from), a
+// capture on every process (a relaying worker puts its own in front), the head on a worker and
+// on the coordinator, hidden states of all rows and of the last.
+TEST_F(DistPipeline, DraftOutputsComeBackBitForBit) {
+    const auto ids = test::random_token_ids(30, 512, 13);
+    const std::vector<uint32_t> capture = {1, 3, 5};
+    using model::Logits;
+    auto run = [&](model::Model& m) {
+        auto seq = m.new_sequence({.ctx = 256});
+        const int64_t H = m.info().hidden_size, V = m.info().n_vocab;
+        std::vector<std::vector<float>> out;
+        auto call = [&](size_t a, size_t b, Logits want, Logits hw, int64_t from) {
+            const std::span<const int32_t> t(ids.data() + a, b - a);
+            const int64_t n = int64_t(t.size());
+            std::vector<float> l(size_t((want == Logits::All ? n : 1) * V)),
+                h(size_t((hw == Logits::All ? n - from : 1) * H)), c(capture.size() * size_t((n - from) * H));
+            const model::BatchItem it{seq.get(), t, want, l.data(), hw, h.data(), capture, c.data(), from};
+            m.eval(model::Batch(&it, 1));
+            out.insert(out.end(), {l, h, c});
+        };
+        call(0, 20, Logits::Last, Logits::All, 9);   // a prompt: the drafter reads its tail
+        call(20, 24, Logits::All, Logits::All, 0);   // a verification step
+        call(24, 30, Logits::Last, Logits::Last, 2);
+        EXPECT_EQ(seq->pos(), 30);
+        return out;
+    };
+    auto whole = model::open(model_, {.threads = 1});
+    const auto want = run(*whole);
+    struct Case {
+        std::string coord;
+        std::vector<std::string> workers;
+        int64_t dist_chunk;
+    };
+    for (const Case& c : {Case{"0:2", {"3:output"}, 7}, Case{"0:1", {"2:3", "4:5"}, 0}}) {
+        SCOPED_TRACE(c.coord);
+        const uint16_t port = free_port();
+        std::vector<std::unique_ptr<Proc>> ws;
+        for (size_t i = 0; i < c.workers.size(); ++i)
+            ws.push_back(worker("dw" + std::to_string(i), c.workers[i], port, {"-c", "256"}));
+        pipeline::DistOptions d = coordinator_options(c.coord, port);
+        d.prefill_chunk = c.dist_chunk;
+        auto pm = pipeline::open_model(model_, {.threads = 1}, d);
+        const auto got = run(*pm);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == want[i]) << "output " << i << " differs";
+        for (auto& w : ws) EXPECT_TRUE(w->running()) << w->err();
     }
-    EXPECT_EQ(seq->pos(), 0);
-    it.hidden_want = model::Logits::None;
-    pm->eval(model::Batch(&it, 1));
-    EXPECT_EQ(seq->pos(), 3);
 }
 
 // Session states across the route (SNAPSHOT frames): the merged state of coordinator 0:1 and

@@ -15,6 +15,7 @@
 #include "model/blocks/workspace.h"
 #include "model/deepseek4/forward.h"
 #include "model/deepseek4/layout.h"
+#include "model/deepseek4/mtp.h"
 #include "ops/norm.h"
 #include "quant/quant.h"
 
@@ -61,17 +62,15 @@ void DsparkContext::truncate(int64_t pos) {
     else hi_ = pos;
 }
 
-std::unique_ptr<DsparkHead> DsparkHead::open(Model& trunk, const std::string& path) {
+std::unique_ptr<DsparkHead> DsparkHead::open(Model& trunk, const std::string& path, const HeadWeights* output) {
     const ModelConfig& c = trunk.config();
-    if (!trunk.info().range.whole(c.n_layer))
-        fail("{}: a DSpark drafter needs the whole model (embedding and output head), not layers {}", path,
-             trunk.info().range.str());
+    check_drafter_trunk(trunk, output, path, "a DSpark drafter");
     auto h = std::unique_ptr<DsparkHead>(new DsparkHead());
     h->trunk_ = &trunk;
     h->file_ = gguf::File::open(path, gguf::File::Load::Map);
     h->window_ = c.window;
     h->info_ = read_dspark_metadata(*h->file_, c);
-    h->bind_tensors();
+    h->bind_tensors(output ? *output : trunk.head_weights());
     return h;
 }
 
@@ -107,7 +106,7 @@ DsparkInfo read_dspark_metadata(const gguf::File& f, const ModelConfig& c) {
     return info_;
 }
 
-void DsparkHead::bind_tensors() {
+void DsparkHead::bind_tensors(const HeadWeights& output) {
     const gguf::File& f = *file_;
     const ModelConfig& c = trunk_->config();
     int64_t top = -1;  // the highest stage N of the tensors named mtp.<N>.…
@@ -135,7 +134,7 @@ void DsparkHead::bind_tensors() {
     main_proj = matrix(f, check("mtp.0.main_proj.weight", {T * D, D}, C::Dense));
     main_norm = f32(f, check("mtp.0.main_norm.weight", {D}, C::Norm));
     const std::string last = fmt::format("mtp.{}.", info_.stages - 1);
-    head = trunk_->head_weights();
+    head = output;
     head.norm = f32(f, check(last + "norm.weight", {D}, C::Norm));
     head.hc_fn = matrix(f, check(last + "hc_head_fn.weight", {HC * D, HC}, C::Hc));
     head.hc_base = f32(f, check(last + "hc_head_base.weight", {HC}, C::Norm));

@@ -85,9 +85,10 @@ DsparkInfo read_dspark_metadata(const gguf::File& f, const ModelConfig& trunk);
 class DsparkHead {
 public:
     // Reads and checks the metadata (each key as deepseek4.dspark.<k>, deepseek4.dspark_<k> or
-    // dspark.<k>) and the tensors against the trunk (which must hold the whole model). Throws
-    // ds4::Error naming the file and the key or tensor.
-    static std::unique_ptr<DsparkHead> open(Model& trunk, const std::string& path);
+    // dspark.<k>) and the tensors against the trunk (which must hold the whole model, or with
+    // `output`, the trunk's output head bound elsewhere, a range from layer 0: mtp.h
+    // output_head). Throws ds4::Error naming the file and the key or tensor.
+    static std::unique_ptr<DsparkHead> open(Model& trunk, const std::string& path, const HeadWeights* output = nullptr);
     ~DsparkHead();
 
     const DsparkInfo& info() const { return info_; }
@@ -110,7 +111,7 @@ public:
 
 private:
     DsparkHead() = default;
-    void bind_tensors();
+    void bind_tensors(const HeadWeights& output);
     void context_rows(const float* captured, int64_t n, int64_t stride, float* c);
     void context_kv(uint32_t s, const float* c, int64_t n, int64_t pos0, bool qat, float* kv);
     void run_stage(uint32_t s, const DsparkContext& ctx, int64_t p, float* X);
