@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "model/state_file.h"
 
 namespace ds4::engine {
 
@@ -249,6 +250,25 @@ void Generator::reset() {
     logits_pos_ = -1;
     logits_rows_ = 0;
     prompt_.clear();
+}
+
+std::vector<uint8_t> Generator::save_state(const model::Model& m) const {
+    if (in_flight_) fail("generator: save_state() while rows are being evaluated");
+    std::vector<uint8_t> state = m.save_state(seq_, seq_.pos() > 0 ? ready_logits() : std::span<const float>());
+    const std::string kind = drafter_ ? drafter_->state_kind() : "";
+    if (kind.empty()) return state;
+    return model::with_drafter_section(state, {kind, drafter_->save_state()});
+}
+
+bool Generator::load_state(const model::Model& m, std::span<const uint8_t> bytes) {
+    if (in_flight_) fail("generator: load_state() while rows are being evaluated");
+    std::vector<float> logits;
+    m.load_state(bytes, seq_, &logits);
+    set_logits(std::move(logits));
+    if (!drafter_) return false;
+    const std::optional<model::DrafterSection> d = model::drafter_section(bytes);
+    const bool mine = d && d->kind == drafter_->state_kind();
+    return drafter_->restore(mine ? std::span<const uint8_t>(d->bytes) : std::span<const uint8_t>(), seq_.tokens());
 }
 
 bool Generator::cancelled() const { return opt_.cancel && opt_.cancel->load(std::memory_order_relaxed); }

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,14 @@ public:
     // ds4::Error for a context without p or a bad token.
     DsparkBlock draft(const DsparkContext& ctx, int64_t p, int32_t token, float threshold);
 
+    // The context's rows as bytes (a drafter section of a saved state, docs/STATE_FORMAT.md:
+    // c(t) and every stage's KV row of its positions, with this head's fingerprint and shape),
+    // and back into `ctx` for a sequence that holds `pos` positions. load_context empties ctx
+    // and returns false for bytes of another DSpark file or shape, malformed ones, or rows
+    // that do not end at pos.
+    std::vector<uint8_t> save_context(const DsparkContext& ctx) const;
+    bool load_context(DsparkContext& ctx, std::span<const uint8_t> bytes, int64_t pos) const;
+
 private:
     DsparkHead() = default;
     void bind_tensors(const HeadWeights& output);
@@ -119,6 +128,7 @@ private:
 
     Model* trunk_ = nullptr;
     std::unique_ptr<gguf::File> file_;
+    uint64_t fingerprint_ = 0;  // of the file's tensors (names, types, shapes, the ends of the data)
     DsparkInfo info_;
     int64_t window_ = 0;
     std::vector<std::unique_ptr<ExtraBlock>> stages_;
