@@ -265,10 +265,13 @@ bool Generator::load_state(const model::Model& m, std::span<const uint8_t> bytes
     std::vector<float> logits;
     m.load_state(bytes, seq_, &logits);
     set_logits(std::move(logits));
-    if (!drafter_) return false;
-    const std::optional<model::DrafterSection> d = model::drafter_section(bytes);
-    const bool mine = d && d->kind == drafter_->state_kind();
-    return drafter_->restore(mine ? std::span<const uint8_t>(d->bytes) : std::span<const uint8_t>(), seq_.tokens());
+    return drafter_ && restore_drafter(*drafter_, bytes, seq_.tokens());
+}
+
+bool restore_drafter(Drafter& d, std::span<const uint8_t> state, std::span<const int32_t> tokens) {
+    const std::optional<model::DrafterSection> s = model::drafter_section(state);
+    const bool mine = s && !d.state_kind().empty() && s->kind == d.state_kind();
+    return d.restore(mine ? std::span<const uint8_t>(s->bytes) : std::span<const uint8_t>(), tokens);
 }
 
 bool Generator::cancelled() const { return opt_.cancel && opt_.cancel->load(std::memory_order_relaxed); }

@@ -97,6 +97,11 @@ public:
     virtual bool restore(std::span<const uint8_t> /*bytes*/, std::span<const int32_t> /*tokens*/) { return false; }
 };
 
+// Gives `d` its section of a saved state (docs/STATE_FORMAT.md) for a sequence that now holds
+// `tokens` (Drafter::restore; a state without a section of its kind makes it start again) and
+// returns whether it was restored. Throws ds4::Error for a state that does not parse.
+bool restore_drafter(Drafter& d, std::span<const uint8_t> state, std::span<const int32_t> tokens);
+
 struct GenerateOptions {
     sampling::SamplerParams sampling{};
     int64_t max_tokens = INT64_MAX;
