@@ -43,20 +43,29 @@ def route(entries, ret=True):
     return b
 
 
-def work(toks, hc=b"", bits=0, flags=0, entries=(), ret=True, index=0, pos0=0):
+def work(toks, hc=b"", bits=0, flags=0, entries=(), ret=True, index=0, pos0=0, draft=b""):
     blob = route(entries, ret) if entries or ret else b""
     fixed = (u32(3) + u64(0x0123456789ABCDEF) + u64(77) + u64(0x1111222233334444) + u64(0x5555666677778888) +
              u32(pos0, len(toks), 0, 20, flags, 4 * len(toks), len(hc), bits, len(entries), index, len(blob)))
-    return frame(3, fixed + tokens(toks) + hc + blob)
+    return frame(3, fixed + tokens(toks) + hc + blob + draft)
+
+
+def draft_request(hidden_from, hidden, layers):
+    return u32(1, hidden_from, hidden, len(layers)) + u32(*layers)
+
+
+def draft_rows(rows, bits, hidden, layers, captured):
+    return u32(1, rows, bits, len(hidden), len(layers), len(captured)) + u32(*layers) + hidden + captured
 
 
 def telemetry(*vs):
     return u32(*vs)
 
 
-def result(kind, bits, payload, tele=()):
+def result(kind, bits, payload, tele=(), draft=b""):
     t = b"".join(tele)
-    return frame(4, u64(77) + u64(0xE743DA0EA4B4B930) + u32(0, kind, len(tele), len(t), len(payload), bits) + t + payload)
+    return frame(4, u64(77) + u64(0xE743DA0EA4B4B930) + u32(0, kind, len(tele), len(t), len(payload), bits) + t + payload +
+                 draft)
 
 
 def save_req_fields(count=3):
@@ -85,6 +94,14 @@ def main():
                                      telemetry(21, 42, 1, 16, 3, 1800, 0, 0, 48, 512)]),
         "result_ack.bin": result(0, 0, b""),
         "result_hidden8.bin": result(1, 8, bytes(33)),
+        # Ours (issue 31): a WORK's draft request (flag 0x40) and a RESULT's draft rows (kind bit
+        # 0x100): a verification step's logits with the final hidden state of 2 rows (4 values
+        # of 16 bits each) and the captures of layers 41 and 42; a prompt piece's ACK with the
+        # captures of one layer at 8 bits.
+        "work_draft.bin": work([7, 8, 9], bytes(range(24)), 16, 0x43, two_hops, draft=draft_request(1, 1, [40, 41, 42])),
+        "result_draft.bin": result(0x102, 32, bytes(range(24)), [telemetry(21, 42, 1, 16, 3, 1800, 0, 0, 48, 512)],
+                                   draft_rows(2, 16, bytes(range(16)), [41, 42], bytes(range(100, 132)))),
+        "result_ack_draft.bin": result(0x100, 0, b"", draft=draft_rows(3, 8, b"", [40], bytes(range(12)))),
         "snapshot_save_req.bin": frame(5, save_req_fields()),
         "snapshot_begin.bin": begin(6, [1, 2, -3], b"ok"),
         "snapshot_chunk.bin": frame(7, u64(78) + u32(100) + bytes(range(100))),

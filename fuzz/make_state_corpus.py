@@ -3,7 +3,7 @@
 target's small configuration (3 layers, ratios 0, 4, 128; window 4, head_dim 8, indexer_dim 8)
 in the byte format of docs/STATE_FORMAT.md, WITHOUT the trailing checksum (the target appends
 it), at positions around the window and the compressors' windows, with and without logits,
-for the whole model and for layer ranges.
+for the whole model and for layer ranges, and with a drafter section (flag bit 1).
 
   fuzz/make_state_corpus.py [OUT_DIR]
 """
@@ -46,8 +46,12 @@ def section(layer, pos):
     return struct.pack("<I", layer) + bytes(16) + struct.pack("<Q", len(body)) + body
 
 
-def state(pos, first, last, output, logits):
-    out = b"DS4STATE" + struct.pack("<II", 1, 1 if logits else 0)
+def drafter(kind, body):
+    return struct.pack("<I", 1) + kind.ljust(16, b"\0") + struct.pack("<Q", len(body)) + body
+
+
+def state(pos, first, last, output, logits, draft=b""):
+    out = b"DS4STATE" + struct.pack("<II", 1, (1 if logits else 0) | (2 if draft else 0))
     out += b"deepseek4".ljust(16, b"\0") + bytes(16)
     out += struct.pack("<IIII", 3, first, last, 1 if output else 0)
     out += struct.pack("<QI", 1024, 1) + struct.pack("<Q", pos)
@@ -56,7 +60,7 @@ def state(pos, first, last, output, logits):
         out += struct.pack("<Q", 16) + floats(16, 9)
     for layer in range(first, last + 1):
         out += section(layer, pos)
-    return out
+    return out + draft
 
 
 def main():
@@ -70,6 +74,7 @@ def main():
         "ratio128_row": state(130, 0, 2, True, False),
         "range_first": state(9, 0, 1, False, False),
         "range_last": state(130, 2, 2, True, True),
+        "drafter": state(5, 0, 2, True, True, drafter(b"mtp", struct.pack("<IqqQ", 1, 8, 4, 1) + bytes(4) + floats(8, 2))),
     }
     for name, data in cases.items():
         with open(os.path.join(out, name + ".bin"), "wb") as f:

@@ -266,12 +266,64 @@ std::vector<uint8_t> encode_route(const std::vector<RouteEntry>& route, const st
     return out;
 }
 
+namespace {
+
+void check_layers(const std::vector<uint32_t>& layers, const char* frame) {
+    if (layers.size() > kMaxDraftCaptures)
+        bad("dist {}: {} capture layers exceed {}", frame, layers.size(), kMaxDraftCaptures);
+    for (size_t i = 1; i < layers.size(); ++i)
+        if (layers[i] <= layers[i - 1]) bad("dist {}: capture layers are not strictly ascending", frame);
+}
+
+// DraftRows: whole rows of one width for the hidden state and the captures.
+void check_draft_rows(uint32_t rows, uint32_t bits, uint64_t hidden_bytes, uint64_t n_layers,
+                      uint64_t capture_bytes) {
+    if (rows == 0) bad("dist RESULT draft rows: rows is 0");
+    if (!hidden_bits_ok(bits)) bad("dist RESULT draft rows: bits {} is not 32, 16 or 8", bits);
+    const uint64_t row_value = uint64_t(rows) * (bits / 8);
+    if (hidden_bytes % row_value != 0)
+        bad("dist RESULT draft rows: hidden_bytes {} is not whole {}-bit rows of {}", hidden_bytes, bits, rows);
+    if (n_layers == 0 ? capture_bytes != 0 : capture_bytes % (n_layers * row_value) != 0)
+        bad("dist RESULT draft rows: capture_bytes {} is not whole {}-bit rows of {} for {} layers", capture_bytes,
+            bits, rows, n_layers);
+    if (hidden_bytes != 0 && n_layers != 0 && hidden_bytes * n_layers != capture_bytes)
+        bad("dist RESULT draft rows: the hidden rows and the captured rows differ in width");
+}
+
+void write_draft_request(Writer& w, const DraftRequest& d, size_t n_tokens) {
+    if (d.hidden_from >= n_tokens) bad("dist WORK: draft hidden_from {} of {} tokens", d.hidden_from, n_tokens);
+    check_layers(d.capture, "WORK");
+    w.u32(kDraftVersion);
+    w.u32(d.hidden_from);
+    w.u32(d.hidden ? 1 : 0);
+    w.u32(static_cast<uint32_t>(d.capture.size()));
+    for (uint32_t l : d.capture) w.u32(l);
+}
+
+void write_draft_rows(Writer& w, const DraftRows& d) {
+    check_layers(d.layers, "RESULT");
+    check_draft_rows(d.rows, d.bits, d.hidden.size(), d.layers.size(), d.captured.size());
+    w.u32(kDraftVersion);
+    w.u32(d.rows);
+    w.u32(d.bits);
+    w.u32(to_u32(d.hidden.size(), "draft hidden_bytes"));
+    w.u32(static_cast<uint32_t>(d.layers.size()));
+    w.u32(to_u32(d.captured.size(), "draft capture_bytes"));
+    for (uint32_t l : d.layers) w.u32(l);
+    w.bytes(d.hidden.data(), d.hidden.size());
+    w.bytes(d.captured.data(), d.captured.size());
+}
+
+}  // namespace
+
 std::vector<uint8_t> encode(const Work& m) {
     if (m.tokens.empty()) bad("dist WORK: no tokens");
     if (m.flags & ~kWorkKnownFlags) bad("dist WORK: unknown flags {:#x}", m.flags);
     const bool has_hc = (m.flags & kWorkInputHc) != 0;
     if (has_hc != !m.input_hc.empty())
         bad("dist WORK: INPUT_HC flag {} but {} hidden-state bytes", has_hc ? "set" : "clear", m.input_hc.size());
+    if (((m.flags & kWorkDraftRows) != 0) != m.draft.has_value())
+        bad("dist WORK: DRAFT_ROWS flag {} but {} draft request", m.draft ? "clear" : "set", m.draft ? "a" : "no");
     if (has_hc ? !hidden_bits_ok(m.input_hc_bits) : (m.input_hc_bits != 0 && !hidden_bits_ok(m.input_hc_bits)))
         bad("dist WORK: input_hc_bits {} is not 32, 16 or 8", m.input_hc_bits);
     const std::vector<uint8_t> blob = encode_route(m.route, m.route_return);
@@ -295,6 +347,7 @@ std::vector<uint8_t> encode(const Work& m) {
     w.tokens(m.tokens);
     w.bytes(m.input_hc.data(), m.input_hc.size());
     w.bytes(blob.data(), blob.size());
+    if (m.draft) write_draft_request(w, *m.draft, m.tokens.size());
     return w.finish("WORK");
 }
 
@@ -303,7 +356,7 @@ std::vector<uint8_t> encode(const Result& m) {
     w.u64(m.request_id);
     w.u64(m.result_hash);
     w.u32(m.status);
-    w.u32(static_cast<uint32_t>(m.kind));
+    w.u32(static_cast<uint32_t>(m.kind) | (m.draft ? kResultDraftRows : 0));
     w.u32(to_u32(m.telemetry.size(), "telemetry_count"));
     w.u32(to_u32(uint64_t(m.telemetry.size()) * kTelemetryBytes, "telemetry_bytes"));
     w.u32(to_u32(m.payload.size(), "payload_bytes"));
@@ -314,6 +367,7 @@ std::vector<uint8_t> encode(const Result& m) {
             w.u32(v);
     }
     w.bytes(m.payload.data(), m.payload.size());
+    if (m.draft) write_draft_rows(w, *m.draft);
     return w.finish("RESULT");
 }
 
@@ -414,6 +468,54 @@ void decode_route(std::span<const uint8_t> blob, uint32_t count, std::vector<Rou
     ret = std::move(back);
 }
 
+namespace {
+
+std::vector<uint32_t> read_layers(Reader& r, uint32_t count) {
+    if (count > kMaxDraftCaptures) bad("dist {}: {} capture layers exceed {}", r.frame(), count, kMaxDraftCaptures);
+    r.need(uint64_t(count) * 4, "capture layers");
+    std::vector<uint32_t> layers(count);
+    for (uint32_t& l : layers) l = r.u32("capture layer");
+    check_layers(layers, r.frame());
+    return layers;
+}
+
+DraftRequest read_draft_request(Reader& r, uint32_t n_tokens) {
+    DraftRequest d;
+    const uint32_t version = r.u32("draft version");
+    d.hidden_from = r.u32("draft hidden_from");
+    const uint32_t hidden = r.u32("draft hidden");
+    const uint32_t count = r.u32("draft capture_count");
+    if (version != kDraftVersion) bad("dist WORK: draft request version {}, this build reads {}", version, kDraftVersion);
+    if (d.hidden_from >= n_tokens) bad("dist WORK: draft hidden_from {} of {} tokens", d.hidden_from, n_tokens);
+    if (hidden > 1) bad("dist WORK: draft hidden is {}, not 0 or 1", hidden);
+    d.hidden = hidden != 0;
+    r.expect_rest(uint64_t(count) * 4, "draft capture_count");
+    d.capture = read_layers(r, count);
+    return d;
+}
+
+DraftRows read_draft_rows(Reader& r) {
+    DraftRows d;
+    const uint32_t version = r.u32("draft version");
+    d.rows = r.u32("draft rows");
+    d.bits = r.u32("draft bits");
+    const uint32_t hidden_bytes = r.u32("draft hidden_bytes");
+    const uint32_t count = r.u32("draft capture_count");
+    const uint32_t capture_bytes = r.u32("draft capture_bytes");
+    if (version != kDraftVersion) bad("dist RESULT: draft rows version {}, this build reads {}", version, kDraftVersion);
+    if (count > kMaxDraftCaptures) bad("dist RESULT: {} capture layers exceed {}", count, kMaxDraftCaptures);
+    check_draft_rows(d.rows, d.bits, hidden_bytes, count, capture_bytes);
+    r.expect_rest(uint64_t(count) * 4 + hidden_bytes + capture_bytes, "draft layers + hidden_bytes + capture_bytes");
+    d.layers = read_layers(r, count);
+    const auto h = r.take(hidden_bytes, "draft hidden rows");
+    d.hidden.assign(h.begin(), h.end());
+    const auto c = r.take(capture_bytes, "draft captured rows");
+    d.captured.assign(c.begin(), c.end());
+    return d;
+}
+
+}  // namespace
+
 Work decode_work(std::span<const uint8_t> payload) {
     Reader r(payload, "WORK");
     Work m;
@@ -455,11 +557,14 @@ Work decode_work(std::span<const uint8_t> payload) {
     }
     if (route_count == 0 ? m.route_index != 0 : m.route_index >= route_count)
         bad("dist WORK: route_index {} out of range for route_count {}", m.route_index, route_count);
-    r.expect_rest(uint64_t(token_bytes) + hc_bytes + route_bytes, "token_bytes + input_hc_bytes + route_bytes");
+    const uint64_t declared = uint64_t(token_bytes) + hc_bytes + route_bytes;
+    if (!(m.flags & kWorkDraftRows)) r.expect_rest(declared, "token_bytes + input_hc_bytes + route_bytes");
+    else r.need(declared + kDraftRequestFixedBytes, "token_bytes + input_hc_bytes + route_bytes + draft request");
     m.tokens = read_tokens(r.take(token_bytes, "tokens"));
     const auto hc = r.take(hc_bytes, "hidden state");
     m.input_hc.assign(hc.begin(), hc.end());
     decode_route(r.take(route_bytes, "route blob"), route_count, m.route, m.route_return);
+    if (m.flags & kWorkDraftRows) m.draft = read_draft_request(r, n_tokens);
     return m;
 }
 
@@ -474,8 +579,9 @@ Result decode_result(std::span<const uint8_t> payload) {
     const uint32_t tele_bytes = r.u32("telemetry_bytes");
     const uint32_t payload_bytes = r.u32("payload_bytes");
     m.payload_bits = r.u32("payload_bits");
-    if (kind > 2) bad("dist RESULT: unknown result_kind {}", kind);
-    m.kind = static_cast<ResultKind>(kind);
+    const bool draft = (kind & kResultDraftRows) != 0;
+    if ((kind & ~kResultDraftRows) > 2) bad("dist RESULT: unknown result_kind {}", kind);
+    m.kind = static_cast<ResultKind>(kind & ~kResultDraftRows);
     if (uint64_t(tele_count) * kTelemetryBytes != tele_bytes)
         bad("dist RESULT: telemetry_bytes {} is not {} * telemetry_count ({})", tele_bytes, kTelemetryBytes,
             tele_count);
@@ -495,7 +601,9 @@ Result decode_result(std::span<const uint8_t> payload) {
             if (payload_bytes % 4 != 0) bad("dist RESULT: logits payload_bytes {} is not a multiple of 4", payload_bytes);
             break;
     }
-    r.expect_rest(uint64_t(tele_bytes) + payload_bytes, "telemetry_bytes + payload_bytes");
+    const uint64_t declared = uint64_t(tele_bytes) + payload_bytes;
+    if (!draft) r.expect_rest(declared, "telemetry_bytes + payload_bytes");
+    else r.need(declared + kDraftRowsFixedBytes, "telemetry_bytes + payload_bytes + draft rows");
     m.telemetry.resize(tele_count);
     for (Telemetry& t : m.telemetry) {
         for (uint32_t* f : {&t.layer_start, &t.layer_end, &t.route_index, &t.pos0, &t.n_tokens, &t.eval_usec,
@@ -504,6 +612,7 @@ Result decode_result(std::span<const uint8_t> payload) {
     }
     const auto p = r.take(payload_bytes, "payload");
     m.payload.assign(p.begin(), p.end());
+    if (draft) m.draft = read_draft_rows(r);
     return m;
 }
 

@@ -64,6 +64,12 @@ inline constexpr size_t kSnapshotSaveReqBytes = 10 * 4;
 inline constexpr size_t kSnapshotBeginFixedBytes = 15 * 4;
 inline constexpr size_t kSnapshotChunkFixedBytes = 3 * 4;
 inline constexpr size_t kSnapshotDoneFixedBytes = 4 * 4;
+inline constexpr size_t kDraftRequestFixedBytes = 4 * 4;
+inline constexpr size_t kDraftRowsFixedBytes = 6 * 4;
+// The draft records' version (their first field): a reader refuses any other.
+inline constexpr uint32_t kDraftVersion = 1;
+// The most layers one draft request may capture (DSpark reads at most 8).
+inline constexpr uint32_t kMaxDraftCaptures = 64;
 
 // WORK flags.
 inline constexpr uint32_t kWorkInputHc = 0x1;       // a hidden state is attached
@@ -73,7 +79,10 @@ inline constexpr uint32_t kWorkAckOnly = 0x8;       // answer with an ACK, no pa
 // Ours (not upstream's): with OUTPUT_LOGITS, the logits of every row of the span instead of the
 // last row only ([n_tokens][n_vocab]; --dump-logits-f32 over a pipeline needs them).
 inline constexpr uint32_t kWorkAllLogits = 0x10;
-inline constexpr uint32_t kWorkKnownFlags = 0x1F;
+// Ours (issue 31, speculative decoding over a pipeline): a DraftRequest record follows the route
+// blob, and the answer carries a DraftRows section (the draft seam's outputs, model.h BatchItem).
+inline constexpr uint32_t kWorkDraftRows = 0x40;
+inline constexpr uint32_t kWorkKnownFlags = 0x5F;
 // Route entry flags.
 inline constexpr uint32_t kRouteOutputLogits = 0x1;
 // Route-return record kinds.
@@ -120,6 +129,19 @@ struct RouteReturn {
     bool operator==(const RouteReturn&) const = default;
 };
 
+// What the coordinator's drafter reads of a WORK's rows (WORK flag kWorkDraftRows; ours):
+// {version, hidden_from, hidden (0/1), capture_count*} then capture_count u32 layer ids. The
+// rows are hidden_from .. n_tokens-1 of the span; the last hop returns their final hidden state
+// when `hidden`, and every hop the outputs of the listed layers it holds. Checked on decode:
+// version = kDraftVersion, hidden_from < n_tokens, hidden 0/1, at most kMaxDraftCaptures layers,
+// strictly ascending, and the record is exactly the rest of the payload.
+struct DraftRequest {
+    uint32_t hidden_from = 0;
+    bool hidden = false;
+    std::vector<uint32_t> capture;
+    bool operator==(const DraftRequest&) const = default;
+};
+
 // WORK (3). On the wire n_tokens = tokens.size(), token_bytes = 4 * n_tokens, input_hc_bytes =
 // input_hc.size(), route_count = route.size(), and route_bytes the size of the route blob: the
 // entries, then the return record if there is one.
@@ -146,6 +168,8 @@ struct Work {
     std::vector<uint8_t> input_hc;
     std::vector<RouteEntry> route;
     std::optional<RouteReturn> route_return;
+    // Present exactly when flags has kWorkDraftRows (the encoder refuses a disagreement).
+    std::optional<DraftRequest> draft;
     bool operator==(const Work&) const = default;
 };
 
@@ -171,6 +195,25 @@ enum class ResultKind : uint32_t { ack = 0, hidden_state = 1, logits = 2 };
 inline constexpr uint32_t kStatusOk = 0;
 inline constexpr uint32_t kStatusStateMismatch = 1;
 
+// The answer to a DraftRequest (ours): {version, rows, bits, hidden_bytes*, capture_count*,
+// capture_bytes*}, then capture_count u32 layer ids, the hidden rows ([rows][width] values at
+// `bits`, or none), the captures ([capture_count][rows][width]). The last hop writes it with its
+// own layers; each hop that relays it upstream puts its layers' captures in front. Checked on
+// decode: version = kDraftVersion, rows >= 1, bits 32/16/8, at most kMaxDraftCaptures layers,
+// strictly ascending, hidden_bytes and capture_bytes whole rows of one width (the same width
+// when both are there; the width itself is the receiver's check), and the record is exactly the
+// rest of the payload.
+struct DraftRows {
+    uint32_t rows = 0;
+    uint32_t bits = 32;
+    std::vector<uint8_t> hidden;
+    std::vector<uint32_t> layers;
+    std::vector<uint8_t> captured;
+    bool operator==(const DraftRows&) const = default;
+};
+// On the wire a RESULT that carries DraftRows after its payload has this bit set in result_kind.
+inline constexpr uint32_t kResultDraftRows = 0x100;
+
 // RESULT (4). telemetry_count = telemetry.size(), telemetry_bytes = 40 * telemetry_count,
 // payload_bytes = payload.size(). Checked on decode: kind is 0, 1 or 2; an ACK has no payload;
 // a hidden state has payload_bits 32, 16 or 8 and a whole number of values; logits are 32-bit
@@ -183,6 +226,7 @@ struct Result {
     uint32_t payload_bits = 0;
     std::vector<Telemetry> telemetry;
     std::vector<uint8_t> payload;
+    std::optional<DraftRows> draft;  // after the payload (result_kind | kResultDraftRows)
     bool operator==(const Result&) const = default;
 };
 

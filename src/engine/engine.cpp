@@ -72,14 +72,8 @@ GenerateResult Engine::generate(const GenerateOptions& opt,
     return r;
 }
 
-std::vector<uint8_t> Engine::save_state() const {
-    return model_.save_state(session_.sequence(), session_.pos() > 0 ? gen_.ready_logits() : std::span<const float>());
-}
+std::vector<uint8_t> Engine::save_state() const { return gen_.save_state(model_); }
 
-void Engine::load_state(std::span<const uint8_t> bytes) {
-    std::vector<float> logits;
-    model_.load_state(bytes, session_.sequence(), &logits);
-    gen_.set_logits(std::move(logits));
-}
+bool Engine::load_state(std::span<const uint8_t> bytes) { return gen_.load_state(model_, bytes); }
 
 }  // namespace ds4::engine

@@ -76,12 +76,13 @@ public:
     model::Session& session() { return session_; }
     const model::Model& model() const { return model_; }
 
-    // The live session's state with the logits of its last position (docs/STATE_FORMAT.md),
-    // and back: after load_state() the session holds the saved tokens and generate() can run
-    // at once. Throws ds4::Error for a state of another model, a corrupted one, or one that
-    // does not fit the context; the session is then unchanged.
+    // The live session's state with the logits of its last position and the drafter's section
+    // (docs/STATE_FORMAT.md), and back: after load_state() the session holds the saved tokens
+    // and generate() can run at once; it returns whether the drafter's state was restored
+    // (Generator::load_state). Throws ds4::Error for a state of another model, a corrupted one,
+    // or one that does not fit the context; the session is then unchanged.
     std::vector<uint8_t> save_state() const;
-    void load_state(std::span<const uint8_t> bytes);
+    bool load_state(std::span<const uint8_t> bytes);
     const tokenizer::Tokenizer& tokenizer() const { return tok_; }
 
 private:

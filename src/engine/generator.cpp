@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "model/state_file.h"
 
 namespace ds4::engine {
 
@@ -249,6 +250,28 @@ void Generator::reset() {
     logits_pos_ = -1;
     logits_rows_ = 0;
     prompt_.clear();
+}
+
+std::vector<uint8_t> Generator::save_state(const model::Model& m) const {
+    if (in_flight_) fail("generator: save_state() while rows are being evaluated");
+    std::vector<uint8_t> state = m.save_state(seq_, seq_.pos() > 0 ? ready_logits() : std::span<const float>());
+    const std::string kind = drafter_ ? drafter_->state_kind() : "";
+    if (kind.empty()) return state;
+    return model::with_drafter_section(state, {kind, drafter_->save_state()});
+}
+
+bool Generator::load_state(const model::Model& m, std::span<const uint8_t> bytes) {
+    if (in_flight_) fail("generator: load_state() while rows are being evaluated");
+    std::vector<float> logits;
+    m.load_state(bytes, seq_, &logits);
+    set_logits(std::move(logits));
+    return drafter_ && restore_drafter(*drafter_, bytes, seq_.tokens());
+}
+
+bool restore_drafter(Drafter& d, std::span<const uint8_t> state, std::span<const int32_t> tokens) {
+    const std::optional<model::DrafterSection> s = model::drafter_section(state);
+    const bool mine = s && !d.state_kind().empty() && s->kind == d.state_kind();
+    return d.restore(mine ? std::span<const uint8_t>(s->bytes) : std::span<const uint8_t>(), tokens);
 }
 
 bool Generator::cancelled() const { return opt_.cancel && opt_.cancel->load(std::memory_order_relaxed); }

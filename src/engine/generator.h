@@ -33,6 +33,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/model.h"
@@ -86,7 +87,21 @@ public:
     // At most `max` tokens expected after `history` (the tokens the sequence holds) and `next`
     // (the token about to be evaluated after them).
     virtual Draft propose(std::span<const int32_t> history, int32_t next, int max) = 0;
+
+    // The drafter's own state, saved with the sequence's (docs/STATE_FORMAT.md, "Drafter
+    // section"): state_kind() names its format ("": nothing to save), save_state() gives what it
+    // holds of the rows committed so far, restore() takes such bytes back for a sequence that now
+    // holds `tokens` (a load) and says whether it could; with empty or unusable bytes the drafter
+    // forgets what it holds and starts again from the next rows it is given.
+    virtual std::string state_kind() const { return ""; }
+    virtual std::vector<uint8_t> save_state() const { return {}; }
+    virtual bool restore(std::span<const uint8_t> /*bytes*/, std::span<const int32_t> /*tokens*/) { return false; }
 };
+
+// Gives `d` its section of a saved state (docs/STATE_FORMAT.md) for a sequence that now holds
+// `tokens` (Drafter::restore; a state without a section of its kind makes it start again) and
+// returns whether it was restored. Throws ds4::Error for a state that does not parse.
+bool restore_drafter(Drafter& d, std::span<const uint8_t> state, std::span<const int32_t> tokens);
 
 struct GenerateOptions {
     sampling::SamplerParams sampling{};
@@ -197,6 +212,14 @@ public:
     // Forgets the step in flight, the pending token and the logits: the driver cleared the
     // sequence or gave up on an evaluation that failed.
     void reset();
+
+    // The sequence's state (Model::save_state with the ready logits) with the drafter's section
+    // when it keeps one (docs/STATE_FORMAT.md); and back: load_state() restores the sequence, the
+    // ready logits and the drafter's state (a state without a section of its kind makes it start
+    // again from the next rows), and returns whether the drafter's state was restored. Throws
+    // ds4::Error as Model::load_state does (nothing changed). Not between next() and evaluated().
+    std::vector<uint8_t> save_state(const model::Model& m) const;
+    bool load_state(const model::Model& m, std::span<const uint8_t> bytes);
 
     const std::vector<int32_t>& prompt() const { return prompt_; }
     const GeneratorUsage& usage() const { return usage_; }

@@ -11,7 +11,10 @@ namespace ds4::model {
 namespace {
 
 constexpr uint32_t kFlagLogits = 1;
+constexpr uint32_t kFlagDrafter = 2;   // a drafter section follows the layer sections
+constexpr uint32_t kDrafterVersion = 1;
 constexpr size_t kArchBytes = 16;
+constexpr size_t kKindBytes = 16;
 
 }  // namespace
 
@@ -77,7 +80,8 @@ StateReader::StateReader(std::span<const uint8_t> bytes, std::string name) : nam
     if (version != kStateVersion)
         bad(fmt::format("format version {}, this build reads version {}", version, kStateVersion));
     const uint32_t flags = u32("flags");
-    if (flags & ~kFlagLogits) bad(fmt::format("unknown flags 0x{:x}", flags));
+    if (flags & ~(kFlagLogits | kFlagDrafter)) bad(fmt::format("unknown flags 0x{:x}", flags));
+    has_drafter_ = flags & kFlagDrafter;
     char arch[kArchBytes];
     get(arch, kArchBytes, "architecture");
     if (arch[kArchBytes - 1] != 0) bad("architecture name not terminated");
@@ -164,7 +168,71 @@ void StateReader::end_layer() {
 }
 
 void StateReader::finish() {
-    if (at_ != b_.size()) bad(fmt::format("{} bytes after the last layer section", b_.size() - at_));
+    if (has_drafter_ && drafter_kind_.empty()) {
+        const uint32_t version = u32("drafter section version");
+        if (version != kDrafterVersion)
+            bad(fmt::format("drafter section version {}, this build reads version {}", version, kDrafterVersion));
+        char kind[kKindBytes];
+        get(kind, kKindBytes, "drafter kind");
+        if (kind[kKindBytes - 1] != 0 || kind[0] == 0) bad("drafter kind empty or not terminated");
+        drafter_kind_ = kind;
+        const uint64_t len = u64("drafter section length");
+        if (len > b_.size() - at_) bad(fmt::format("drafter section of {} bytes, {} left", len, b_.size() - at_));
+        drafter_ = b_.subspan(at_, size_t(len));
+        at_ += size_t(len);
+    }
+    if (at_ != b_.size())
+        bad(fmt::format("{} bytes after the last {}", b_.size() - at_, has_drafter_ ? "section" : "layer section"));
+}
+
+namespace {
+
+// Reads a whole state through its layer sections (as they are) and finish().
+void skim(StateReader& r) {
+    const StateHeader& h = r.header();
+    for (uint32_t il = h.range.first; il <= h.range.last; ++il) {
+        r.begin_layer(il);
+        r.layer_bytes();
+        r.end_layer();
+    }
+    r.finish();
+}
+
+}  // namespace
+
+std::vector<uint8_t> with_drafter_section(std::span<const uint8_t> state, const DrafterSection& section) {
+    StateReader r(state, "state");
+    skim(r);
+    if (!r.drafter_kind().empty()) fail("state: it has a drafter section already");
+    if (section.kind.empty() || section.kind.size() >= kKindBytes || section.kind.find('\0') != std::string::npos)
+        fail("state: drafter kind '{}' is not 1 to {} bytes", section.kind, kKindBytes - 1);
+    std::vector<uint8_t> out(state.begin(), state.end() - 8);
+    uint32_t flags;
+    std::memcpy(&flags, out.data() + 12, 4);
+    flags |= kFlagDrafter;
+    std::memcpy(out.data() + 12, &flags, 4);
+    auto put = [&](const void* p, size_t n) {
+        const size_t at = out.size();
+        out.resize(at + n);
+        if (n) std::memcpy(out.data() + at, p, n);
+    };
+    put(&kDrafterVersion, 4);
+    char kind[kKindBytes] = {};
+    std::memcpy(kind, section.kind.data(), section.kind.size());
+    put(kind, kKindBytes);
+    const uint64_t len = section.bytes.size();
+    put(&len, 8);
+    put(section.bytes.data(), section.bytes.size());
+    const uint64_t sum = XXH3_64bits(out.data(), out.size());
+    put(&sum, 8);
+    return out;
+}
+
+std::optional<DrafterSection> drafter_section(std::span<const uint8_t> state) {
+    StateReader r(state, "state");
+    skim(r);
+    if (r.drafter_kind().empty()) return std::nullopt;
+    return DrafterSection{r.drafter_kind(), {r.drafter_bytes().begin(), r.drafter_bytes().end()}};
 }
 
 std::vector<uint8_t> merge_range_states(const std::vector<std::span<const uint8_t>>& parts, LayerRange range,

@@ -1,6 +1,7 @@
 // The byte format of a saved sequence state (docs/STATE_FORMAT.md): a versioned header with the
 // model's identity and layer range, the token history, optional next-token logits, one section
-// per layer (written by the model family), and an XXH3-64 checksum of everything before it.
+// per layer (written by the model family), an optional drafter section (a speculative drafter's
+// own state, flag bit 1), and an XXH3-64 checksum of everything before it.
 // All integers and floats little-endian.
 //
 // The reader checks the checksum before it parses anything, and every length against the
@@ -9,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -66,7 +68,12 @@ public:
     // The rest of the current layer section as it is, consumed (for merging and cutting states).
     std::span<const uint8_t> layer_bytes();
     void end_layer();
-    void finish();  // every byte read
+    // After the last layer section: reads the drafter section when the flags announce one,
+    // then checks every byte was read.
+    void finish();
+    // The drafter section's kind and bytes (valid with the reader's input), after finish().
+    const std::string& drafter_kind() const { return drafter_kind_; }
+    std::span<const uint8_t> drafter_bytes() const { return drafter_; }
     [[noreturn]] void bad(const std::string& why) const;
 
 private:
@@ -75,7 +82,22 @@ private:
     size_t at_ = 0, section_end_ = 0;
     std::string name_;
     StateHeader h_;
+    bool has_drafter_ = false;
+    std::string drafter_kind_;
+    std::span<const uint8_t> drafter_;
 };
+
+// The drafter section (docs/STATE_FORMAT.md, "Drafter section"): a speculative drafter's own
+// state, tagged with its kind (at most 15 bytes, e.g. "mtp", "dspark"), after a state's layer
+// sections. with_drafter_section returns `state` (which must have none) with the section added,
+// flag bit 1 set and a new checksum; drafter_section reads it back (nullopt: the state has
+// none). Both check the whole state and throw ds4::Error as StateReader does.
+struct DrafterSection {
+    std::string kind;
+    std::vector<uint8_t> bytes;
+};
+std::vector<uint8_t> with_drafter_section(std::span<const uint8_t> state, const DrafterSection& section);
+std::optional<DrafterSection> drafter_section(std::span<const uint8_t> state);
 
 // States of layer ranges (docs/STATE_FORMAT.md, "States of layer ranges"). merge_range_states
 // joins states of consecutive ranges of one model (same architecture, metadata hash, layer count,

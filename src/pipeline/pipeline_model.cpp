@@ -268,9 +268,7 @@ void PipelineModel::eval(model::Batch b) {
         const auto* ps = dynamic_cast<const PipelineSequence*>(&s);
         return ps && &ps->owner_ == this;
     });
-    // The route returns logits only: hidden states stay on the process that computed them.
-    if (blocks::wants_draft_outputs(b))
-        fail("eval: hidden states and layer captures are not available over a pipeline");
+    blocks::check_draft_outputs(b, info_.range);
     std::lock_guard lk(mu_);
     for (const model::BatchItem& it : b) eval_item(*static_cast<PipelineSequence*>(it.seq), it);
 }
@@ -278,7 +276,7 @@ void PipelineModel::eval(model::Batch b) {
 void PipelineModel::eval_item(PipelineSequence& ps, const model::BatchItem& it) {
     if (ps.dirty_) replay(ps);
     try {
-        run_span(ps, it.tokens, it.want, it.logits, false);
+        run_span(ps, it, false);
         return;
     } catch (const StateMismatch&) {
     }
@@ -287,7 +285,7 @@ void PipelineModel::eval_item(PipelineSequence& ps, const model::BatchItem& it) 
                   (unsigned long long)ps.session_, ps.tokens().size());
     replay(ps);
     try {
-        run_span(ps, it.tokens, it.want, it.logits, false);
+        run_span(ps, it, false);
     } catch (const StateMismatch&) {
         ps.dirty_ = true;
         fail("a worker's state still differs after replaying the session");
@@ -300,7 +298,7 @@ void PipelineModel::replay(PipelineSequence& ps) {
     ps.dirty_ = true;
     if (!history.empty()) {
         try {
-            run_span(ps, history, model::Logits::None, nullptr, true);
+            run_span(ps, model::BatchItem{&ps, history}, true);
         } catch (const StateMismatch&) {
             fail("a worker refused the replay of session {:016x}", ps.session_);
         }
@@ -347,10 +345,9 @@ dist::Result PipelineModel::recv_result(const Route& route, uint64_t request_id)
     return std::move(*r);
 }
 
-void PipelineModel::run_span(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want, float* logits,
-                             bool reset) {
+void PipelineModel::run_span(PipelineSequence& ps, const model::BatchItem& it, bool reset) {
     try {
-        run_span_unguarded(ps, tokens, want, logits, reset);
+        run_span_unguarded(ps, it, reset);
     } catch (...) {
         // Answers to requests still in flight would be read by the next call: start afresh.
         data_.reset();
@@ -358,83 +355,168 @@ void PipelineModel::run_span(PipelineSequence& ps, std::span<const int32_t> toke
     }
 }
 
-void PipelineModel::run_span_unguarded(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want,
-                                       float* logits, bool reset) {
-    const int64_t n = int64_t(tokens.size()), H = info_.hidden_size, V = info_.n_vocab;
+// One WORK's share of a call.
+struct PipelineModel::Chunk {
+    uint64_t request_id = 0;
+    int64_t b = 0, len = 0;
+    bool logits = false;          // its logits are wanted (Last: it ends the call)
+    bool payload_hidden = false;  // the route returns its last hidden state: the head or the drafter runs here
+    int64_t draft_from = -1;      // its rows draft_from .. len-1 feed the drafter (-1: none)
+    bool draft_hidden = false;    // the last hop returns their final hidden state in the draft rows
+    std::vector<uint32_t> local, remote;  // the capture layers held here and by the workers
+    uint64_t after = 0;           // the token hash after it
+    std::chrono::steady_clock::time_point sent;
+    // The WORK carries a draft request (the workers hold some of the rows asked for).
+    bool asks_draft() const { return draft_from >= 0 && (draft_hidden || !remote.empty()); }
+    // An answer with a payload or draft rows is read before the next chunk goes out.
+    bool waits() const { return logits || payload_hidden || asks_draft(); }
+};
+
+PipelineModel::Chunk PipelineModel::plan_chunk(const Route& route, const model::BatchItem& it, int64_t b,
+                                               int64_t len) const {
+    const int64_t n = int64_t(it.tokens.size());
+    Chunk c;
+    c.b = b;
+    c.len = len;
+    c.logits = it.want == model::Logits::All || (it.want == model::Logits::Last && b + len == n);
+    // The drafter's rows: hidden_from .. n-1, or the last row alone (a Last hidden state).
+    const int64_t lo = it.capture.empty() && it.hidden_want == model::Logits::Last ? n - 1 : it.hidden_from;
+    const bool draft = (it.hidden_want != model::Logits::None || !it.capture.empty()) && b + len > lo;
+    if (draft) c.draft_from = std::max(lo, b) - b;
+    for (uint32_t l : it.capture) (local_->info().range.contains(l) ? c.local : c.remote).push_back(l);
+    if (!draft) {
+        c.local.clear();
+        c.remote.clear();
+    }
+    const bool hidden = draft && it.hidden_want != model::Logits::None;
+    if (!route.hops.empty()) {
+        c.payload_hidden = !route.worker_head && (c.logits || hidden);
+        c.draft_hidden = route.worker_head && hidden;
+    }
+    return c;
+}
+
+namespace {
+
+// Copies rows a .. a+m-1 of the call (absolute in the item) of one layer's output (k: its index
+// in it.capture; -1: the final hidden state) into the item's buffers (model.h BatchItem).
+void put_draft_rows(const model::BatchItem& it, int k, int64_t a, int64_t m, const float* rows, int64_t H) {
+    const int64_t n = int64_t(it.tokens.size()), f = it.hidden_from;
+    const size_t bytes = sizeof(float) * size_t(H);
+    if (k >= 0) {
+        std::memcpy(it.captured + (k * (n - f) + a - f) * H, rows, bytes * size_t(m));
+    } else if (it.hidden_want == model::Logits::All) {
+        std::memcpy(it.hidden + (a - f) * H, rows, bytes * size_t(m));
+    } else if (it.hidden_want == model::Logits::Last && a + m == n) {
+        std::memcpy(it.hidden, rows + (m - 1) * H, bytes);
+    }
+}
+
+int capture_index(const model::BatchItem& it, uint32_t layer) {
+    return int(std::find(it.capture.begin(), it.capture.end(), layer) - it.capture.begin());
+}
+
+}  // namespace
+
+void PipelineModel::collect(const Route& route, PipelineSequence& ps, const model::BatchItem& it, const Chunk& c) {
+    const int64_t H = info_.hidden_size, V = info_.n_vocab;
+    const dist::Result r = recv_result(route, c.request_id);
+    const auto part = it.tokens.subspan(size_t(c.b), size_t(c.len));
+    float* out = it.want == model::Logits::All ? it.logits + c.b * V : it.logits;
+    if (dist_.debug) {
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - c.sent).count();
+        log::info("ds4: dist: pos {} n {}: round trip {:.0f} us", (long long)(ps.pos()), (long long)c.len, us);
+        for (const dist::Telemetry& t : r.telemetry)
+            log::info("ds4: dist:   hop {} layers {}:{} pos {} n {}: eval {} us, downstream wait {} us, "
+                      "forward send {} us, in {} B, out {} B", t.route_index, t.layer_start, t.layer_end, t.pos0,
+                      t.n_tokens, t.eval_usec, t.downstream_wait_usec, t.forward_send_usec, t.input_bytes,
+                      t.output_bytes);
+    }
+    if (r.status != dist::kStatusOk) fail("the route answered with status {}", r.status);
+    if (r.result_hash != c.after) fail("the route answered for another token prefix (result hash differs)");
+    if (c.payload_hidden) {
+        if (r.kind != dist::ResultKind::hidden_state) fail("the route returned no hidden state for the output head");
+        std::vector<float> last_hidden(static_cast<size_t>(c.len * H));
+        dist::decode_activations(r.payload, r.payload_bits, last_hidden);  // checks the size
+        if (c.logits) {
+            model::BatchItem hi{head_seq_.get(), part,
+                                it.want == model::Logits::All ? model::Logits::All : model::Logits::Last, out};
+            head_model_->head(model::Batch(&hi, 1), last_hidden.data());
+        }
+        if (c.draft_from >= 0)
+            put_draft_rows(it, -1, c.b + c.draft_from, c.len - c.draft_from, last_hidden.data() + c.draft_from * H, H);
+    } else if (c.logits) {
+        const int64_t want_rows = it.want == model::Logits::All ? c.len : 1;
+        if (r.kind != dist::ResultKind::logits || int64_t(r.payload.size()) != want_rows * V * 4)
+            fail("the route returned {} bytes of logits; expected {} rows of {}", r.payload.size(), want_rows, V);
+        std::memcpy(out, r.payload.data(), r.payload.size());
+    } else if (r.kind != dist::ResultKind::ack) {
+        fail("the route answered an ACK-only request with a payload");
+    }
+    if (!c.asks_draft() && r.draft) fail("the route returned draft rows nobody asked for");
+    if (c.asks_draft()) {
+        const int64_t m = c.len - c.draft_from;
+        if (!r.draft || int64_t(r.draft->rows) != m || r.draft->layers != c.remote ||
+            r.draft->hidden.empty() == c.draft_hidden)
+            fail("the route returned other draft rows than asked (rows, layers or the hidden state)");
+        std::vector<float> rows(static_cast<size_t>(m * H));
+        if (c.draft_hidden) {
+            dist::decode_activations(r.draft->hidden, r.draft->bits, rows);  // checks the size
+            put_draft_rows(it, -1, c.b + c.draft_from, m, rows.data(), H);
+        }
+        const size_t per_layer = r.draft->captured.size() / std::max<size_t>(1, c.remote.size());
+        for (size_t k = 0; k < c.remote.size(); ++k) {
+            dist::decode_activations(std::span(r.draft->captured).subspan(k * per_layer, per_layer), r.draft->bits,
+                                     rows);
+            put_draft_rows(it, capture_index(it, c.remote[k]), c.b + c.draft_from, m, rows.data(), H);
+        }
+    }
+    ps.append(part, c.after);
+}
+
+void PipelineModel::run_span_unguarded(PipelineSequence& ps, const model::BatchItem& it, bool reset) {
+    const int64_t n = int64_t(it.tokens.size()), H = info_.hidden_size, V = info_.n_vocab;
     const int64_t chunk = dist_.prefill_chunk > 0 ? dist_.prefill_chunk : n;
     const Route route = coord_->route();  // "route incomplete" before any work
     ps.dirty_ = true;  // until every chunk's answer is in
     // Chunks sent whose answers are not read yet. Chunks that only need an ACK stay in flight
-    // while the next chunk runs here (up to the window); a chunk that returns logits or a
-    // hidden state waits for its answer before the next one starts.
-    struct InFlight {
-        uint64_t request_id;
-        int64_t b, len;
-        bool rows;
-        uint64_t after;
-        std::chrono::steady_clock::time_point sent;
-    };
-    std::deque<InFlight> inflight;
+    // while the next chunk runs here (up to the window); a chunk that returns logits, a hidden
+    // state or draft rows waits for its answer before the next one starts.
+    std::deque<Chunk> inflight;
     const size_t window =
         dist_.prefill_window > 0 ? size_t(dist_.prefill_window) : std::min<size_t>(route.hops.size() + 2, 8);
     const int64_t pos_start = ps.pos();
     uint64_t hash = ps.hash_;
-
-    auto collect = [&] {
-        const InFlight f = inflight.front();
+    auto collect_front = [&] {
+        const Chunk c = std::move(inflight.front());
         inflight.pop_front();
-        const dist::Result r = recv_result(route, f.request_id);
-        const auto part = tokens.subspan(size_t(f.b), size_t(f.len));
-        float* out = want == model::Logits::All ? logits + f.b * V : logits;
-        if (dist_.debug) {
-            const double us =
-                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - f.sent).count();
-            log::info("ds4: dist: pos {} n {}: round trip {:.0f} us", (long long)(pos_start + f.b),
-                      (long long)f.len, us);
-            for (const dist::Telemetry& t : r.telemetry)
-                log::info("ds4: dist:   hop {} layers {}:{} pos {} n {}: eval {} us, downstream wait {} us, "
-                          "forward send {} us, in {} B, out {} B", t.route_index, t.layer_start, t.layer_end,
-                          t.pos0, t.n_tokens, t.eval_usec, t.downstream_wait_usec, t.forward_send_usec,
-                          t.input_bytes, t.output_bytes);
-        }
-        if (r.status != dist::kStatusOk) fail("the route answered with status {}", r.status);
-        if (r.result_hash != f.after) fail("the route answered for another token prefix (result hash differs)");
-        if (!f.rows) {
-            if (r.kind != dist::ResultKind::ack) fail("the route answered an ACK-only request with a payload");
-        } else if (route.worker_head) {
-            const int64_t want_rows = want == model::Logits::All ? f.len : 1;
-            if (r.kind != dist::ResultKind::logits || int64_t(r.payload.size()) != want_rows * V * 4)
-                fail("the route returned {} bytes of logits; expected {} rows of {}", r.payload.size(), want_rows, V);
-            std::memcpy(out, r.payload.data(), r.payload.size());
-        } else {
-            if (r.kind != dist::ResultKind::hidden_state)
-                fail("the route returned no hidden state for the output head");
-            std::vector<float> last_hidden(static_cast<size_t>(f.len * H));
-            dist::decode_activations(r.payload, r.payload_bits, last_hidden);  // checks the size
-            model::BatchItem hi{head_seq_.get(), part,
-                                want == model::Logits::All ? model::Logits::All : model::Logits::Last, out};
-            head_model_->head(model::Batch(&hi, 1), last_hidden.data());
-        }
-        ps.append(part, f.after);
+        collect(route, ps, it, c);
     };
 
     for (int64_t b = 0; b < n; b += chunk) {
         const int64_t len = std::min(chunk, n - b);
-        const auto part = tokens.subspan(size_t(b), size_t(len));
-        const bool last = b + len == n;
-        const bool rows = want == model::Logits::All || (want == model::Logits::Last && last);
-        float* out = want == model::Logits::All ? logits + b * V : logits;
-        const model::Logits part_want = rows ? (want == model::Logits::All ? model::Logits::All : model::Logits::Last)
-                                             : model::Logits::None;
-        model::BatchItem li{ps.local_.get(), part, part_want, out};
-        std::vector<float> hidden(static_cast<size_t>(len * H));
+        Chunk c = plan_chunk(route, it, b, len);
+        const auto part = it.tokens.subspan(size_t(b), size_t(len));
+        float* out = it.want == model::Logits::All ? it.logits + b * V : it.logits;
+        // Here: the embedding, this process's layers (with their captures for the drafter).
+        const int64_t m = c.draft_from >= 0 ? len - c.draft_from : 0;
+        std::vector<float> hidden(static_cast<size_t>(len * H)), captured(c.local.size() * size_t(m * H));
+        model::BatchItem li{ps.local_.get(), part};
+        li.capture = c.local;
+        li.captured = captured.data();
+        li.hidden_from = std::max<int64_t>(0, c.draft_from);
         local_->embed(model::Batch(&li, 1), hidden.data());
         local_->eval_layers(model::Batch(&li, 1), hidden.data());
-        const uint64_t after = dist::token_hash(hash, part);
+        for (size_t k = 0; k < c.local.size(); ++k)
+            put_draft_rows(it, capture_index(it, c.local[k]), b + c.draft_from, m, captured.data() + k * m * H, H);
+        c.after = dist::token_hash(hash, part);
         if (route.hops.empty()) {  // the coordinator holds the whole model
-            if (rows) local_->head(model::Batch(&li, 1), hidden.data());
-            ps.append(part, after);
-            hash = after;
+            li = {ps.local_.get(), part, c.logits ? (it.want == model::Logits::All ? model::Logits::All : model::Logits::Last)
+                                                  : model::Logits::None, out};
+            if (c.logits) local_->head(model::Batch(&li, 1), hidden.data());
+            if (c.draft_from >= 0) put_draft_rows(it, -1, b + c.draft_from, m, hidden.data() + c.draft_from * H, H);
+            ps.append(part, c.after);
+            hash = c.after;
             continue;
         }
         dist::Work w;
@@ -442,30 +524,37 @@ void PipelineModel::run_span_unguarded(PipelineSequence& ps, std::span<const int
         w.session_id = ps.session_;
         w.request_id = next_request_++;
         w.prefix_hash = hash;
-        w.result_hash = after;
+        w.result_hash = c.after;
         w.pos0 = uint32_t(pos_start + b);
         w.layer_start = route.hops[0].entry.layer_start;
         w.layer_end = route.hops[0].entry.layer_end;
         w.flags = dist::kWorkInputHc | (reset && b == 0 ? dist::kWorkResetSession : 0);
-        if (!rows) w.flags |= dist::kWorkAckOnly;
-        else if (route.worker_head)
-            w.flags |= dist::kWorkOutputLogits | (want == model::Logits::All ? dist::kWorkAllLogits : 0);
+        if (!c.logits && !c.payload_hidden) w.flags |= dist::kWorkAckOnly;
+        else if (c.logits && route.worker_head)
+            w.flags |= dist::kWorkOutputLogits | (it.want == model::Logits::All ? dist::kWorkAllLogits : 0);
+        if (c.asks_draft()) {
+            w.flags |= dist::kWorkDraftRows;
+            w.draft = dist::DraftRequest{uint32_t(c.draft_from), c.draft_hidden, c.remote};
+        }
         w.input_hc_bits = dist_.activation_bits;
         w.tokens.assign(part.begin(), part.end());
         w.input_hc = dist::encode_activations(hidden, w.input_hc_bits);
         w.route = route.entries();
         w.route_return = dist::RouteReturn{dist::kRouteReturnUpstream, "", 0};
-        if (rows)
-            while (!inflight.empty()) collect();
+        c.request_id = w.request_id;
+        if (c.waits())
+            while (!inflight.empty()) collect_front();
         send_work(route, w);
-        inflight.push_back({w.request_id, b, len, rows, after, std::chrono::steady_clock::now()});
+        c.sent = std::chrono::steady_clock::now();
         if (dist_.debug)
             log::info("ds4: dist: sent pos {} n {}{} ({} in flight)", w.pos0, (long long)len,
-                      rows ? "" : " ack-only", inflight.size());
-        hash = after;
-        while (!inflight.empty() && (rows || inflight.size() >= window)) collect();
+                      c.waits() ? "" : " ack-only", inflight.size() + 1);
+        const bool waits = c.waits();
+        inflight.push_back(std::move(c));
+        hash = inflight.back().after;
+        while (!inflight.empty() && (waits || inflight.size() >= window)) collect_front();
     }
-    while (!inflight.empty()) collect();
+    while (!inflight.empty()) collect_front();
     ps.dirty_ = false;
 }
 

@@ -2,7 +2,10 @@
 // end runs unchanged over several processes: eval() embeds and runs the coordinator's own layers
 // here, sends the hidden state in a WORK to the first worker of the route, and gets back the
 // logits (or, when no worker holds the output head, the last hidden state, and runs the head
-// here), an ACK when no logits are wanted. A call's tokens go out in WORKs of
+// here), an ACK when no logits are wanted. The draft seam's outputs (model.h BatchItem::hidden,
+// ::capture) come back with the answer, for a drafter on the coordinator: its own layers'
+// captures from here, the others' and the final hidden state in the RESULT's draft rows
+// (docs/DISTRIBUTED.md, "Draft rows"). A call's tokens go out in WORKs of
 // --dist-prefill-chunk tokens; ACK-only ones stay in flight (up to --dist-prefill-window)
 // while the next chunk runs here, so the stages compute at the same time (prefill pipelining).
 //
@@ -72,14 +75,19 @@ private:
     friend class PipelineSequence;
     struct StateMismatch {};
 
+    struct Chunk;
+
     void eval_item(PipelineSequence& ps, const model::BatchItem& it);
     void replay(PipelineSequence& ps);
-    // Runs tokens through the route from ps's position; throws StateMismatch when a worker's
-    // state for the session differs, ds4::Error otherwise.
-    void run_span(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want, float* logits,
-                  bool reset);
-    void run_span_unguarded(PipelineSequence& ps, std::span<const int32_t> tokens, model::Logits want,
-                            float* logits, bool reset);
+    // Runs it.tokens through the route from ps's position, with the logits and the draft
+    // outputs `it` asks for; throws StateMismatch when a worker's state for the session
+    // differs, ds4::Error otherwise.
+    void run_span(PipelineSequence& ps, const model::BatchItem& it, bool reset);
+    void run_span_unguarded(PipelineSequence& ps, const model::BatchItem& it, bool reset);
+    // What chunk [b, b+len) of `it` asks of the route.
+    Chunk plan_chunk(const Route& route, const model::BatchItem& it, int64_t b, int64_t len) const;
+    // Reads a chunk's answer into it's buffers and advances ps.
+    void collect(const Route& route, PipelineSequence& ps, const model::BatchItem& it, const Chunk& c);
     void send_work(const Route& route, const dist::Work& w);
     dist::Result recv_result(const Route& route, uint64_t request_id);
 

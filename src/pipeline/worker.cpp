@@ -69,9 +69,10 @@ public:
         std::lock_guard lk(mu_);
         return dead_;
     }
-    // Sends f; its answer will be relayed with `tel`. TransportError when the connection is
-    // broken (then nothing will be relayed for f).
-    void forward(const dist::Work& f, dist::Telemetry tel) {
+    // Sends f; its answer will be relayed with `tel` (and `draft`, this hop's captures, put in
+    // front of the answer's draft rows). TransportError when the connection is broken (then
+    // nothing will be relayed for f).
+    void forward(const dist::Work& f, dist::Telemetry tel, std::optional<dist::DraftRows> draft = std::nullopt) {
         const auto t0 = clock_type::now();
         try {
             conn_.send(dist::encode(f));
@@ -83,7 +84,7 @@ public:
         std::lock_guard lk(mu_);
         // After the relay thread gave up nobody would answer: say so now.
         if (dead_) throw dist::TransportError(fmt::format("{} closed the connection", where_));
-        pending_.push_back({f.request_id, tel, clock_type::now()});
+        pending_.push_back({f.request_id, tel, clock_type::now(), std::move(draft)});
         cv_.notify_all();
     }
 
@@ -92,10 +93,21 @@ private:
         uint64_t request_id;
         dist::Telemetry tel;
         clock_type::time_point sent;
+        std::optional<dist::DraftRows> draft;
     };
+
+    // This hop's captures in front of the downstream ones (the layers stay ascending).
+    static void prepend_captures(dist::DraftRows& to, const dist::DraftRows& mine) {
+        if (mine.layers.empty()) return;
+        if (to.rows != mine.rows || to.bits != mine.bits)
+            fail("its draft rows are {} at {} bits, ours {} at {}", to.rows, to.bits, mine.rows, mine.bits);
+        to.layers.insert(to.layers.begin(), mine.layers.begin(), mine.layers.end());
+        to.captured.insert(to.captured.begin(), mine.captured.begin(), mine.captured.end());
+    }
 
     void relay() {
         std::string why;
+        bool in_hand = false;  // a request taken from pending_ and not answered upstream yet
         try {
             for (;;) {
                 dist::Message m = conn_.recv_message();
@@ -107,9 +119,11 @@ private:
                     if (pending_.empty()) return;
                     p = pending_.front();
                     pending_.pop_front();
+                    in_hand = true;
                 }
                 if (auto* e = std::get_if<dist::ErrorFrame>(&m)) {
                     up_->send(dist::encode(*e));  // relayed as it is
+                    in_hand = false;
                     continue;
                 }
                 auto* r = std::get_if<dist::Result>(&m);
@@ -123,7 +137,9 @@ private:
                 }
                 p.tel.downstream_wait_usec = usec_since(p.sent);
                 r->telemetry.push_back(p.tel);
+                if (r->draft && p.draft) prepend_captures(*r->draft, *p.draft);
                 up_->send(dist::encode(*r));
+                in_hand = false;
             }
         } catch (const Error& e) {
             why = e.what();
@@ -132,7 +148,7 @@ private:
         {
             std::lock_guard lk(mu_);
             dead_ = true;
-            pending = !pending_.empty();
+            pending = in_hand || !pending_.empty();
         }
         conn_.shutdown();
         // Requests in flight get no answer from here: fail the upstream connection, so its
@@ -411,13 +427,10 @@ private:
         c.send(dist::encode(d));
     }
 
-    // One WORK: the encoded answer (RESULT; an Error is sent up as an ERROR frame), or nothing
-    // when it went on to the next hop, whose relay thread answers.
-    std::optional<std::vector<uint8_t>> handle(dist::Work& w, const std::shared_ptr<Upstream>& up,
-                                               std::unique_ptr<Downstream>& down) {
+    // The checks of a WORK that need no session (ds4::Error with the reason).
+    void check_work(const dist::Work& w, const std::string& me) const {
         const auto& info = model_->info();
-        const int64_t n = int64_t(w.tokens.size()), H = info.hidden_size, V = info.n_vocab;
-        const std::string me = fmt::format("worker layers {}", range_name());
+        const int64_t n = int64_t(w.tokens.size()), H = info.hidden_size;
         if (w.model_id != model_id(info)) fail("{}: WORK for another model (id {:08x})", me, w.model_id);
         if (w.layer_start != info.range.first || w.layer_end != info.range.last)
             fail("{}: WORK for layers {}:{}", me, w.layer_start, w.layer_end);
@@ -434,36 +447,61 @@ private:
         if (w.input_hc.size() != dist::activation_bytes(size_t(n * H), bits))
             fail("{}: the hidden state is {} bytes; this model's is {} tokens x {} values x {} bits = {} bytes", me,
                  w.input_hc.size(), n, H, bits, n * H * bits / 8);
-        const bool ack_only = w.flags & dist::kWorkAckOnly;
-        const bool want_logits = (w.flags & dist::kWorkOutputLogits) && !ack_only;
+        const bool want_logits = (w.flags & dist::kWorkOutputLogits) && !(w.flags & dist::kWorkAckOnly);
         if (want_logits && !has_next && !info.range.output)
             fail("{}: logits asked of a worker without the output head", me);
         if ((w.flags & dist::kWorkAllLogits) && !(w.flags & dist::kWorkOutputLogits))
             fail("{}: ALL_LOGITS without OUTPUT_LOGITS", me);
         if (dist::token_hash(w.prefix_hash, w.tokens) != w.result_hash)
             fail("{}: result_hash is not the hash of prefix and tokens", me);
+    }
+
+    // Brings the session to the WORK's prefix (a reset, or a rewind to pos0); false when it
+    // holds another one (the coordinator replays).
+    static bool match_prefix(Session& sess, const dist::Work& w) {
+        model::Sequence& seq = *sess.seq;
+        if ((w.flags & dist::kWorkResetSession) || w.pos0 == 0) {
+            seq.clear();
+            sess.hash = dist::kTokenHashInit;
+        }
+        if (seq.pos() == int64_t(w.pos0)) return sess.hash == w.prefix_hash;
+        if (seq.pos() > int64_t(w.pos0) && seq.can_rewind(w.pos0)) {
+            const auto& t = seq.tokens();
+            if (dist::token_hash(dist::kTokenHashInit, std::span<const int32_t>(t.data(), w.pos0)) == w.prefix_hash) {
+                seq.rewind(w.pos0);
+                sess.hash = w.prefix_hash;
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // The draft request's layers this hop holds.
+    std::vector<uint32_t> my_captures(const dist::Work& w) const {
+        std::vector<uint32_t> mine;
+        if (w.draft)
+            for (uint32_t l : w.draft->capture)
+                if (model_->info().range.contains(l)) mine.push_back(l);
+        return mine;
+    }
+
+    // One WORK: the encoded answer (RESULT; an Error is sent up as an ERROR frame), or nothing
+    // when it went on to the next hop, whose relay thread answers.
+    std::optional<std::vector<uint8_t>> handle(dist::Work& w, const std::shared_ptr<Upstream>& up,
+                                               std::unique_ptr<Downstream>& down) {
+        const auto& info = model_->info();
+        const int64_t n = int64_t(w.tokens.size()), H = info.hidden_size;
+        const std::string me = fmt::format("worker layers {}", range_name());
+        check_work(w, me);
+        const bool has_next = w.route_index + 1 < w.route.size();
+        const uint32_t bits = w.input_hc_bits;
 
         auto sess = session(w.session_id);
         std::lock_guard lk(sess->mu);
         model::Sequence& seq = *sess->seq;
-        if ((w.flags & dist::kWorkResetSession) || w.pos0 == 0) {
-            seq.clear();
-            sess->hash = dist::kTokenHashInit;
-        }
         dist::Telemetry tel{info.range.first, info.range.last, w.route_index, w.pos0, uint32_t(n), 0, 0, 0,
                             uint32_t(std::min<size_t>(w.input_hc.size(), UINT32_MAX)), 0};
-        bool match = false;
-        if (seq.pos() == int64_t(w.pos0)) {
-            match = sess->hash == w.prefix_hash;
-        } else if (seq.pos() > int64_t(w.pos0) && seq.can_rewind(w.pos0)) {
-            const auto& t = seq.tokens();
-            if (dist::token_hash(dist::kTokenHashInit, std::span<const int32_t>(t.data(), w.pos0)) == w.prefix_hash) {
-                seq.rewind(w.pos0);
-                sess->hash = w.prefix_hash;
-                match = true;
-            }
-        }
-        if (!match) {
+        if (!match_prefix(*sess, w)) {
             dist::Result r;
             r.request_id = w.request_id;
             r.result_hash = w.result_hash;
@@ -477,37 +515,63 @@ private:
 
         std::vector<float> hidden(static_cast<size_t>(n * H));
         dist::decode_activations(w.input_hc, bits, hidden);
+        // The draft request's rows of this hop's layers (model.h BatchItem::capture).
+        const std::vector<uint32_t> mine = my_captures(w);
+        const int64_t from = w.draft ? int64_t(w.draft->hidden_from) : 0;
+        std::vector<float> captured(mine.size() * size_t((n - from) * H));
         const auto t_eval = clock_type::now();
         model::BatchItem it{&seq, w.tokens};
+        it.capture = mine;
+        it.captured = captured.data();
+        it.hidden_from = from;
         model_->eval_layers(model::Batch(&it, 1), hidden.data());
         sess->hash = w.result_hash;
         tel.eval_usec = usec_since(t_eval);
+        std::optional<dist::DraftRows> draft;
+        if (w.draft) draft = dist::DraftRows{uint32_t(n - from), bits, {}, mine, dist::encode_activations(captured, bits)};
 
         if (has_next) {
-            const dist::RouteEntry& next = w.route[w.route_index + 1];
-            dist::Work f = w;
-            f.route_index = w.route_index + 1;
-            f.layer_start = next.layer_start;
-            f.layer_end = next.layer_end;
-            f.input_hc = dist::encode_activations(hidden, bits);
-            const std::string where = fmt::format("{}:{}", next.host, next.port);
-            tel.output_bytes = uint32_t(std::min<size_t>(f.input_hc.size(), UINT32_MAX));
-            try {
-                if (down && (down->where() != where || down->dead())) down.reset();
-                if (!down) {
-                    dist::Socket s = dist::connect_to(next.host, uint16_t(next.port));
-                    dist::authenticate_connector(s, key_, dist::Channel::data);
-                    down = std::make_unique<Downstream>(std::move(s), where, up);
-                }
-                down->forward(f, tel);
-            } catch (const Error& e) {
-                down.reset();
-                fail("route incomplete: the next hop {} (layers {}:{}) failed: {}", where, next.layer_start,
-                     next.layer_end, e.what());
-            }
+            forward(w, hidden, tel, std::move(draft), up, down);
             return std::nullopt;
         }
+        return answer(w, seq, hidden, tel, std::move(draft));
+    }
 
+    // Sends the WORK on to the next hop with this hop's hidden state.
+    void forward(const dist::Work& w, const std::vector<float>& hidden, dist::Telemetry tel,
+                 std::optional<dist::DraftRows> draft, const std::shared_ptr<Upstream>& up,
+                 std::unique_ptr<Downstream>& down) {
+        const dist::RouteEntry& next = w.route[w.route_index + 1];
+        dist::Work f = w;
+        f.route_index = w.route_index + 1;
+        f.layer_start = next.layer_start;
+        f.layer_end = next.layer_end;
+        f.input_hc = dist::encode_activations(hidden, w.input_hc_bits);
+        const std::string where = fmt::format("{}:{}", next.host, next.port);
+        tel.output_bytes = uint32_t(std::min<size_t>(f.input_hc.size(), UINT32_MAX));
+        try {
+            if (down && (down->where() != where || down->dead())) down.reset();
+            if (!down) {
+                dist::Socket s = dist::connect_to(next.host, uint16_t(next.port));
+                dist::authenticate_connector(s, key_, dist::Channel::data);
+                down = std::make_unique<Downstream>(std::move(s), where, up);
+            }
+            down->forward(f, tel, std::move(draft));
+        } catch (const Error& e) {
+            down.reset();
+            fail("route incomplete: the next hop {} (layers {}:{}) failed: {}", where, next.layer_start,
+                 next.layer_end, e.what());
+        }
+    }
+
+    // The last hop's RESULT: an ACK, the logits, or the last hidden state for the coordinator's
+    // head; with the draft rows asked for (the final hidden state of the rows and this hop's
+    // captures).
+    std::vector<uint8_t> answer(const dist::Work& w, model::Sequence& seq, const std::vector<float>& hidden,
+                                dist::Telemetry tel, std::optional<dist::DraftRows> draft) {
+        const int64_t n = int64_t(w.tokens.size()), H = model_->info().hidden_size, V = model_->info().n_vocab;
+        const bool ack_only = w.flags & dist::kWorkAckOnly;
+        const bool want_logits = (w.flags & dist::kWorkOutputLogits) && !ack_only;
         dist::Result r;
         r.request_id = w.request_id;
         r.result_hash = w.result_hash;
@@ -526,9 +590,14 @@ private:
             std::memcpy(r.payload.data(), logits.data(), r.payload.size());
         } else {
             r.kind = dist::ResultKind::hidden_state;
-            r.payload_bits = bits;
-            r.payload = dist::encode_activations(hidden, bits);
+            r.payload_bits = w.input_hc_bits;
+            r.payload = dist::encode_activations(hidden, w.input_hc_bits);
         }
+        if (draft && w.draft->hidden) {
+            const auto rows = std::span<const float>(hidden).subspan(size_t((n - draft->rows) * H));
+            draft->hidden = dist::encode_activations(rows, w.input_hc_bits);
+        }
+        r.draft = std::move(draft);
         tel.output_bytes = uint32_t(std::min<size_t>(r.payload.size(), UINT32_MAX));
         r.telemetry = {tel};
         return dist::encode(r);

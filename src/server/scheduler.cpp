@@ -223,6 +223,8 @@ int64_t Scheduler::load_from_disk(Slot& s, int64_t keep) {
     prompt.insert(prompt.end(), rest.begin(), rest.end());
     if (int64_t(prompt.size()) >= ctx) return drop("the prompt it leaves does not fit");
     s.gen->set_logits(std::move(logits));
+    // The slot's drafter continues from the file's drafter section (or starts again).
+    if (engine::Drafter* d = s.gen->drafter()) engine::restore_drafter(*d, entry->payload, cached);
     s.saved_version = s.version;  // the disk holds exactly this
     // The tool calls it knew, for exact replay of the calls this conversation made.
     if (tool_memory_)
@@ -241,7 +243,7 @@ void Scheduler::save(Slot& s, kvcache::SaveReason reason) {
     const auto t0 = clock_type::now();
     try {
         const std::string text = tok_.decode(toks);
-        const auto payload = model_.save_state(*s.seq, s.gen->ready_logits());
+        const auto payload = s.gen->save_state(model_);  // with the drafter's section
         kvcache::ToolMap tools;
         if (tool_memory_)
             for (auto& [id, block] : tool_memory_->entries_for(s.tool_ids))

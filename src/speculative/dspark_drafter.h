@@ -43,6 +43,12 @@ public:
     engine::DraftNeeds needs() const override;
     void commit(int64_t pos, std::span<const int32_t> tokens, const float* hidden, const float* captured) override;
     engine::Draft propose(std::span<const int32_t> history, int32_t next, int max) override;
+    // The context rows (DsparkHead::save_context), saved and restored with the sequence.
+    std::string state_kind() const override { return "dspark"; }
+    std::vector<uint8_t> save_state() const override { return head_.save_context(ctx_); }
+    bool restore(std::span<const uint8_t> bytes, std::span<const int32_t> tokens) override {
+        return head_.load_context(ctx_, bytes, int64_t(tokens.size()));
+    }
 
     const DsparkStats& stats() const { return stats_; }
     const deepseek4::DsparkContext& context() const { return ctx_; }

@@ -62,6 +62,59 @@ void MtpDrafter::commit(int64_t pos, std::span<const int32_t> tokens, const floa
     }
 }
 
+namespace {
+
+constexpr uint32_t kStateVersion = 1;
+
+void put(std::vector<uint8_t>& out, const void* p, size_t n) {
+    const size_t at = out.size();
+    out.resize(at + n);
+    if (n) std::memcpy(out.data() + at, p, n);
+}
+
+}  // namespace
+
+// version u32, width u64, first position u64, rows n u64, tokens i32[n], hidden f32[n][width].
+std::vector<uint8_t> MtpDrafter::save_state() const {
+    std::vector<uint8_t> out;
+    const uint64_t n = htok_.size();
+    put(out, &kStateVersion, 4);
+    put(out, &width_, 8);
+    put(out, &hpos_, 8);
+    put(out, &n, 8);
+    put(out, htok_.data(), 4 * htok_.size());
+    put(out, hbuf_.data(), sizeof(float) * hbuf_.size());
+    return out;
+}
+
+bool MtpDrafter::restore(std::span<const uint8_t> bytes, std::span<const int32_t> tokens) {
+    hpos_ = 0;
+    htok_.clear();
+    hbuf_.clear();
+    seq_->clear();  // the head's rows are made again from the held ones at the next proposal
+    off_ = 0;
+    uint32_t version = 0;
+    int64_t width = 0, pos = 0;
+    uint64_t n = 0;
+    constexpr size_t kFixed = 4 + 3 * 8;
+    if (bytes.size() < kFixed) return false;
+    std::memcpy(&version, bytes.data(), 4);
+    std::memcpy(&width, bytes.data() + 4, 8);
+    std::memcpy(&pos, bytes.data() + 12, 8);
+    std::memcpy(&n, bytes.data() + 20, 8);
+    if (version != kStateVersion || width != width_ || n == 0 || n > uint64_t(window_ + 1) || pos < 0 ||
+        uint64_t(pos) + n != tokens.size() || bytes.size() - kFixed != n * (4 + 4 * uint64_t(width)))
+        return false;
+    std::vector<int32_t> t(n);
+    std::memcpy(t.data(), bytes.data() + kFixed, 4 * n);
+    if (!std::equal(t.begin(), t.end(), tokens.begin() + pos)) return false;
+    hpos_ = pos;
+    htok_ = std::move(t);
+    hbuf_.resize(size_t(n * uint64_t(width)));
+    std::memcpy(hbuf_.data(), bytes.data() + kFixed + 4 * n, sizeof(float) * hbuf_.size());
+    return true;
+}
+
 int32_t MtpDrafter::choose(std::span<const float> logits, engine::Draft& d, bool& stop) {
     if (!sampler_) {
         int32_t best = sampling::argmax(logits), second = -1;

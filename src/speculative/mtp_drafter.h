@@ -51,6 +51,12 @@ public:
     void begin(const sampling::SamplerParams& p) override;
     void commit(int64_t pos, std::span<const int32_t> tokens, const float* hidden, const float* captured) override;
     engine::Draft propose(std::span<const int32_t> history, int32_t next, int max) override;
+    // The held rows (the last window + 1 committed tokens and the trunk's hidden states: all a
+    // draft reads; the head's own rows are made again from them), saved and restored with the
+    // sequence (docs/STATE_FORMAT.md, "Drafter section").
+    std::string state_kind() const override { return "mtp"; }
+    std::vector<uint8_t> save_state() const override;
+    bool restore(std::span<const uint8_t> bytes, std::span<const int32_t> tokens) override;
 
     const DrafterStats& stats() const { return stats_; }
 

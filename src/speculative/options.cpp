@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "common/error.h"
 #include "model/deepseek4/model.h"
 #include "model/deepseek4/mtp.h"
 #include "model/deepseek4/dspark.h"
+#include "pipeline/pipeline_model.h"
 #include "speculative/dspark_drafter.h"
 #include "speculative/mtp_drafter.h"
 
@@ -53,9 +56,42 @@ std::string flag_error(const SpecOptions& o) {
 
 namespace {
 
+// What a drafter head runs with (mtp.h check_drafter_trunk): the model itself, or on a pipeline
+// coordinator its own layers (0:K, with the token embedding) and the trunk's output head bound
+// from a mapping of its model file (which must hold the head's tensors).
+struct Trunk {
+    deepseek4::Model* model = nullptr;
+    std::unique_ptr<gguf::File> file;  // the mapping the output head is bound from, when not model's
+    std::optional<deepseek4::HeadWeights> output;
+    const deepseek4::HeadWeights* head() const { return output ? &*output : nullptr; }
+};
+
+Trunk drafter_trunk(model::Model& model, const SpecOptions& o) {
+    Trunk t;
+    auto* pm = dynamic_cast<pipeline::PipelineModel*>(&model);
+    t.model = dynamic_cast<deepseek4::Model*>(pm ? &pm->local() : &model);
+    if (!t.model)
+        fail("--mtp {}: speculative decoding needs a DeepSeek V4 model (this one is '{}')", o.mtp,
+             model.info().architecture);
+    if (!pm || t.model->info().range.output) return t;
+    try {
+        const gguf::File* f = &t.model->file();
+        if (!f->holds(f->tensor("output.weight"))) {
+            t.file = gguf::File::open(f->path(), gguf::File::Load::Map);
+            f = t.file.get();
+        }
+        t.output = deepseek4::output_head(*f, t.model->config());
+    } catch (const Error& e) {
+        fail("--mtp {} on a pipeline coordinator: the drafter runs here and needs the output head's tensors in "
+             "the coordinator's -m file: {}", o.mtp, e.what());
+    }
+    return t;
+}
+
 class MtpSpeculation final : public Speculation {
 public:
-    MtpSpeculation(std::unique_ptr<deepseek4::MtpHead> head, const SpecOptions& o) : head_(std::move(head)), o_(o) {
+    MtpSpeculation(Trunk t, const SpecOptions& o) : file_(std::move(t.file)), o_(o) {
+        head_ = deepseek4::MtpHead::open(*t.model, o.mtp, t.head());
         max_draft_ = o.mtp_draft - 1;
     }
     std::unique_ptr<engine::Drafter> new_drafter(const model::SequenceOptions& seq) override {
@@ -70,13 +106,15 @@ public:
     int64_t drafter_bytes(const model::SequenceOptions& seq) const override { return head_->sequence_bytes(seq); }
 
 private:
+    std::unique_ptr<gguf::File> file_;  // before head_: it outlives the head bound to it
     std::unique_ptr<deepseek4::MtpHead> head_;
     SpecOptions o_;
 };
 
 class DsparkSpeculation final : public Speculation {
 public:
-    DsparkSpeculation(std::unique_ptr<deepseek4::DsparkHead> head, const SpecOptions& o) : head_(std::move(head)), o_(o) {
+    DsparkSpeculation(Trunk t, const SpecOptions& o) : file_(std::move(t.file)), o_(o) {
+        head_ = deepseek4::DsparkHead::open(*t.model, o.mtp, t.head());
         max_draft_ = o.dspark_strict ? 0 : int(head_->info().block_size) - 1;
     }
     std::unique_ptr<engine::Drafter> new_drafter(const model::SequenceOptions& seq) override {
@@ -92,6 +130,7 @@ public:
     int64_t drafter_bytes(const model::SequenceOptions&) const override { return 0; }
 
 private:
+    std::unique_ptr<gguf::File> file_;  // before head_: it outlives the head bound to it
     std::unique_ptr<deepseek4::DsparkHead> head_;
     SpecOptions o_;
 };
@@ -100,13 +139,10 @@ private:
 
 std::unique_ptr<Speculation> Speculation::open(model::Model& model, const SpecOptions& o) {
     if (o.mtp.empty()) return nullptr;
-    auto* trunk = dynamic_cast<deepseek4::Model*>(&model);
-    if (!trunk)
-        fail("--mtp {}: speculative decoding needs a DeepSeek V4 model held whole in this process "
-             "(not a pipeline coordinator)", o.mtp);
     if (const std::string e = flag_error(o); !e.empty()) fail("{}", e);
-    if (o.dspark) return std::make_unique<DsparkSpeculation>(deepseek4::DsparkHead::open(*trunk, o.mtp), o);
-    return std::make_unique<MtpSpeculation>(deepseek4::MtpHead::open(*trunk, o.mtp), o);
+    Trunk t = drafter_trunk(model, o);
+    if (o.dspark) return std::make_unique<DsparkSpeculation>(std::move(t), o);
+    return std::make_unique<MtpSpeculation>(std::move(t), o);
 }
 
 }  // namespace ds4::speculative

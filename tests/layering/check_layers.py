@@ -59,6 +59,9 @@ PROBES = [
     ("frontend", "server/http_server.h", False),
     ("server", "frontend/startup.h", False),
     ("pipeline", "frontend/model_options.h", False),
+    ("speculative", "pipeline/pipeline_model.h", True),
+    ("speculative", "server/scheduler.h", False),
+    ("pipeline", "speculative/options.h", False),
 ]
 
 

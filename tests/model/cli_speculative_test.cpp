@@ -3,6 +3,7 @@
 // say what they loaded and how many drafts were accepted; bad combinations are usage errors.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,58 @@ TEST_F(CliSpeculative, BadCombinationsAndFilesAreRefused) {
     EXPECT_NE(err.find(dspark_), std::string::npos) << err;
     EXPECT_NE(ds4({"--mtp", mtp_, "--dspark"}, &err).exit_code, 0);
     EXPECT_NE(err.find(mtp_), std::string::npos) << err;
+}
+
+// /save keeps the drafter's state with the conversation (the state's drafter section) and /load
+// in a new process restores it ("drafter state restored"): the next turn's text and its drafts
+// line are those of the process that saved and loaded it without restarting. A file saved
+// without --mtp has no section: loaded with --mtp, the drafter starts again.
+TEST_F(CliSpeculative, SaveAndLoadKeepTheDrafterState) {
+    auto chat = [&](const std::string& script, std::vector<std::string> extra, std::string* err) {
+        const std::string in = dir_->file("chat.in"), e = dir_->file("chat.err");
+        std::ofstream(in) << script;
+        std::vector<std::string> a = {binary("ds4"), "-m", model_, "--ctx", "512", "--temp", "0", "-n", "24",
+                                      "--nothink", "--threads", "2", "--prefill-chunk", "16"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        std::string cmd = "exec";
+        for (const auto& s : a) cmd.append(" '").append(s).append("'");
+        cmd += " <'" + in + "' 2>'" + e + "'";
+        const RunResult r = run_command({"/bin/sh", "-c", cmd});
+        *err = run_command({"/bin/cat", e}).output;
+        return r;
+    };
+    auto drafts = [](const std::string& err) {
+        std::vector<std::string> lines;
+        for (size_t at = err.find("drafts: "); at != std::string::npos; at = err.find("drafts: ", at + 1))
+            lines.push_back(err.substr(at, err.find('\n', at) - at));
+        return lines;
+    };
+    const std::vector<std::string> mtp = {"--mtp", mtp_, "--mtp-draft", "3", "--mtp-margin", "0"};
+    const std::string saved = dir_->file("conv.kv");
+    std::string err1, err2;
+    const RunResult one = chat("Tell me about the sea.\n/save " + saved + "\n/load " + saved + "\nAnd then?\n/quit\n",
+                               mtp, &err1);
+    ASSERT_EQ(one.exit_code, 0) << err1;
+    EXPECT_NE(err1.find("drafter state restored"), std::string::npos) << err1;
+    const RunResult two = chat("/load " + saved + "\nAnd then?\n/quit\n", mtp, &err2);
+    ASSERT_EQ(two.exit_code, 0) << err2;
+    EXPECT_NE(err2.find("drafter state restored"), std::string::npos) << err2;
+    ASSERT_FALSE(two.output.empty());
+    // The second process prints the second turn only.
+    ASSERT_GE(one.output.size(), two.output.size());
+    EXPECT_EQ(one.output.substr(one.output.size() - two.output.size()), two.output);
+    const auto d1 = drafts(err1), d2 = drafts(err2);
+    ASSERT_EQ(d1.size(), 2u) << err1;
+    ASSERT_EQ(d2.size(), 1u) << err2;
+    EXPECT_EQ(d2[0], d1[1]);
+
+    std::string err3, err4;
+    ASSERT_EQ(chat("Tell me about the sea.\n/save " + saved + "\n/quit\n", {}, &err3).exit_code, 0) << err3;
+    const RunResult plain = chat("/load " + saved + "\nAnd then?\n/quit\n", mtp, &err4);
+    ASSERT_EQ(plain.exit_code, 0) << err4;
+    EXPECT_NE(err4.find("loaded "), std::string::npos) << err4;
+    EXPECT_EQ(err4.find("drafter state restored"), std::string::npos) << err4;
+    EXPECT_EQ(plain.output, two.output);  // the drafts never change the text
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "gguf/writer.h"
 #include "model/deepseek4/dspark.h"
 #include "model/deepseek4/model.h"
+#include "model/state_file.h"
 #include "sampling/sampler.h"
 #include "speculative/dspark_drafter.h"
 #include "support/tiny_model.h"
@@ -381,6 +382,54 @@ TEST_F(DsparkDrafterTest, VerifiedBlocksGiveThePlainGreedyOutput) {
     // A confidence threshold only shortens the blocks.
     DsparkDrafter cut(*head, {.threshold = 0.7f});
     EXPECT_EQ(generate(prompt, 64, &cut), want);
+}
+
+// The drafter's context rows are saved with the sequence (the state's drafter section) and
+// restored on load: the restored context gives the very blocks of the uninterrupted one. A file
+// with other weights (one tensor changed) or a state without the section leaves the drafter
+// empty (it starts again from the next rows).
+TEST_F(DsparkDrafterTest, ContextRowsAreSavedAndRestoredWithTheSequence) {
+    auto head = deepseek4::DsparkHead::open(*model_, *dspark_);
+    DsparkDrafter a(*head, {.threshold = 0});
+    engine::Engine ea = make(16);
+    ea.set_drafter(&a);
+    ea.sync(ids(70, 31));
+    ea.generate({.sampling = {.temperature = 0}, .max_tokens = 8, .max_draft = 4}, [](int32_t) { return true; });
+    const std::vector<uint8_t> state = ea.save_state();
+    const auto section = model::drafter_section(state);
+    ASSERT_TRUE(section);
+    EXPECT_EQ(section->kind, "dspark");
+
+    DsparkDrafter b(*head, {.threshold = 0});
+    engine::Engine eb = make(16);
+    eb.set_drafter(&b);
+    ASSERT_TRUE(eb.load_state(state));
+    ASSERT_EQ(b.context().end(), ea.pos());
+    EXPECT_EQ(b.context().begin(), a.context().begin());
+    const int64_t p = ea.pos() - 1;
+    const int32_t x = ea.tokens().back();
+    const deepseek4::DsparkBlock want = head->draft(a.context(), p, x, 0), got = head->draft(b.context(), p, x, 0);
+    EXPECT_EQ(got.logits, want.logits);
+    EXPECT_EQ(got.confidence_logits, want.confidence_logits);
+
+    const std::string other = dir_->file("other_dspark.gguf");
+    std::filesystem::copy_file(*dspark_, other, std::filesystem::copy_options::overwrite_existing);
+    {
+        const auto f = gguf::File::open(other);
+        const gguf::TensorInfo& t = f->tensor("mtp.0.attn_norm.weight");
+        patch(other, t.name, std::vector<float>(size_t(t.n_elements()), 0.5f));
+    }
+    auto other_head = deepseek4::DsparkHead::open(*model_, other);
+    DsparkDrafter c(*other_head, {.threshold = 0});
+    engine::Engine ec = make(16);
+    ec.set_drafter(&c);
+    EXPECT_FALSE(ec.load_state(state));
+    EXPECT_EQ(c.context().end(), 0);
+    DsparkDrafter d(*head, {.threshold = 0});
+    engine::Engine ed = make(16);
+    ed.set_drafter(&d);
+    EXPECT_FALSE(ed.load_state(model_->save_state(ea.session().sequence())));
+    EXPECT_EQ(d.context().end(), 0);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // and of the compressors' windows, for whole models and for layer ranges; corrupted,
 // truncated or foreign states are rejected with a clear error and leave the target unchanged.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <string>
@@ -230,6 +231,62 @@ TEST_F(State, BadStatesAreRejectedAndLeaveTheSequenceAlone) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
     }
+}
+
+// The drafter section (flag bit 1, docs/STATE_FORMAT.md): a state with one loads into the model
+// exactly as without (the model skips it), reads back as written, and a section that does not
+// parse is refused with the reason; a state gets at most one, of a kind of 1 to 15 bytes.
+TEST_F(State, ADrafterSectionRidesAlongAndIsChecked) {
+    auto m = Model::load(path_, {.threads = 2});
+    const auto ids = test::random_token_ids(40, m->config().n_vocab, 8);
+    auto seq = m->new_sequence({.ctx = 64});
+    feed(*m, *seq, ids, 30);
+    const std::vector<uint8_t> plain = m->save_state(*seq);
+    EXPECT_FALSE(model::drafter_section(plain));
+    const model::DrafterSection sec{"mtp", {1, 2, 3, 4, 5}};
+    const std::vector<uint8_t> with = model::with_drafter_section(plain, sec);
+    EXPECT_EQ(with.size(), plain.size() + 4 + 16 + 8 + 5);
+    const auto back = model::drafter_section(with);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->kind, "mtp");
+    EXPECT_EQ(back->bytes, sec.bytes);
+    auto loaded = m->new_sequence({.ctx = 64});
+    m->load_state(with, *loaded);
+    EXPECT_EQ(continue_from(*m, *loaded, ids, 30), continue_from(*m, *seq, ids, 30));
+    EXPECT_THROW(model::with_drafter_section(with, sec), Error);
+    EXPECT_THROW(model::with_drafter_section(plain, {"", {}}), Error);
+    EXPECT_THROW(model::with_drafter_section(plain, {std::string(16, 'k'), {}}), Error);
+    // Malformed sections (with a correct checksum): version, kind, length.
+    auto rechecked = [](std::vector<uint8_t> b) {
+        const uint64_t sum = XXH3_64bits(b.data(), b.size() - 8);
+        std::memcpy(b.data() + b.size() - 8, &sum, 8);
+        return b;
+    };
+    const size_t at = plain.size() - 8;  // the section starts where the checksum was
+    auto expect_refused = [&](std::vector<uint8_t> b, const char* what) {
+        try {
+            auto t = m->new_sequence({.ctx = 64});
+            m->load_state(rechecked(std::move(b)), *t);
+            ADD_FAILURE() << what << ": accepted";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    std::vector<uint8_t> bad = with;
+    bad[at] = 2;
+    expect_refused(bad, "drafter section version 2, this build reads version 1");
+    bad = with;
+    bad[at + 4] = 0;
+    expect_refused(bad, "drafter kind empty or not terminated");
+    bad = with;
+    bad[at + 4 + 16] = 6;  // 6 bytes declared, 5 there
+    expect_refused(bad, "drafter section of 6 bytes, 5 left");
+    bad = with;
+    bad[at + 4 + 16] = 4;  // one byte left over
+    expect_refused(bad, "1 bytes after the last section");
+    bad = plain;
+    bad[12] |= 2;  // the flag without a section
+    expect_refused(bad, "truncated: drafter section version");
 }
 
 TEST_F(State, EngineResumesFromASavedStateWithoutEvaluating) {

@@ -482,3 +482,159 @@ TEST(DistProtocol, IndependentlyWrittenSeedsDecodeAndReencodeExactly) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace ds4::dist;
+
+// The draft seam over a pipeline (ours, issue 31): a WORK's draft request after the route blob
+// and a RESULT's draft rows after its payload round-trip, and every declared count is checked
+// against the bytes there before anything is allocated.
+Work draft_work() {
+    Work w = sample_work();
+    w.flags |= kWorkDraftRows;
+    w.draft = DraftRequest{1, true, {40, 41, 42}};
+    return w;
+}
+
+Result draft_result() {
+    Result r = sample_result();
+    DraftRows d;
+    d.rows = 2;
+    d.bits = 16;
+    d.hidden.resize(2 * 8 * 2);  // 2 rows x 8 values x 2 bytes
+    d.layers = {41, 42};
+    d.captured.resize(2 * d.hidden.size());
+    for (size_t i = 0; i < d.captured.size(); ++i) d.captured[i] = uint8_t(i * 3 + 1);
+    r.draft = d;
+    return r;
+}
+
+TEST(DistProtocol, DraftRequestsAndDraftRowsRoundTrip) {
+    for (const Message& m : {Message(draft_work()), Message(draft_result())}) {
+        const Bytes f = encode_any(m);
+        FrameReader r;
+        const auto frames = r.feed(f);
+        ASSERT_EQ(frames.size(), 1u);
+        EXPECT_EQ(decode(frames[0]), m);
+    }
+    // Draft rows after an ACK (a prompt piece whose logits nobody wants) and without the hidden
+    // state or captures.
+    Result ack;
+    ack.request_id = 3;
+    ack.draft = DraftRows{5, 32, Bytes(5 * 4 * 6), {}, {}};
+    EXPECT_EQ(decode_result(std::span<const uint8_t>(encode(ack)).subspan(kHeaderBytes)), ack);
+    ack.draft = DraftRows{5, 8, {}, {3}, Bytes(5 * 7)};
+    EXPECT_EQ(decode_result(std::span<const uint8_t>(encode(ack)).subspan(kHeaderBytes)), ack);
+    // The wire: the flag, the kind bit, the version first.
+    const Bytes w = encode(draft_work());
+    EXPECT_EQ(be32(w, kHeaderBytes + 4 * 13) & kWorkDraftRows, kWorkDraftRows);
+    EXPECT_EQ(be32(w, w.size() - 4 * 7), kDraftVersion);  // version, from, hidden, count, 3 layers
+    const Bytes r = encode(draft_result());
+    EXPECT_EQ(be32(r, kHeaderBytes + 4 * 5), uint32_t(ResultKind::logits) | kResultDraftRows);
+}
+
+TEST(DistProtocol, DraftRecordChecks) {
+    const Bytes w = encode(draft_work());
+    const size_t at = w.size() - 4 * 7;  // the draft request record
+    auto wpatch = [&](size_t field, uint32_t v) {
+        Bytes b = w;
+        put_be32(b, at + 4 * field, v);
+        return b;
+    };
+    expect_bad(wpatch(0, 2), "draft request version 2, this build reads 1");
+    expect_bad(wpatch(1, 3), "draft hidden_from 3 of 3 tokens");
+    expect_bad(wpatch(2, 2), "draft hidden is 2, not 0 or 1");
+    expect_bad(wpatch(3, 4), "draft capture_count declare 16 bytes");
+    expect_bad(wpatch(3, 0x40000000u), "draft capture_count declare");  // before any allocation
+    expect_bad(wpatch(5, 40), "capture layers are not strictly ascending");
+    expect_bad(append(w, 4), "draft capture_count declare");
+    const Bytes cut(w.begin(), w.end() - 4 * 5);  // the record's last five fields gone
+    expect_bad(set_header(cut, 8, uint32_t(cut.size() - kHeaderBytes)), "draft request needs");
+    // A flag without the record, and the encoder's refusals.
+    expect_bad(patch(encode(sample_work()), 13, be32(encode(sample_work()), kHeaderBytes + 4 * 13) | kWorkDraftRows),
+               "draft request needs");
+    Work bad = draft_work();
+    bad.flags &= ~kWorkDraftRows;
+    EXPECT_THROW(encode(bad), ProtocolError);
+    bad = sample_work();
+    bad.flags |= kWorkDraftRows;
+    EXPECT_THROW(encode(bad), ProtocolError);
+    bad = draft_work();
+    bad.draft->hidden_from = 3;
+    EXPECT_THROW(encode(bad), ProtocolError);
+    bad = draft_work();
+    bad.draft->capture = {2, 2};
+    EXPECT_THROW(encode(bad), ProtocolError);
+    bad.draft->capture.assign(kMaxDraftCaptures + 1, 0);
+    for (uint32_t i = 0; i < bad.draft->capture.size(); ++i) bad.draft->capture[i] = i;
+    EXPECT_THROW(encode(bad), ProtocolError);
+
+    const Result good = draft_result();
+    const Bytes r = encode(good);
+    const size_t rat = r.size() - (kDraftRowsFixedBytes + 4 * 2 + good.draft->hidden.size() + good.draft->captured.size());
+    auto rpatch = [&](size_t field, uint32_t v) {
+        Bytes b = r;
+        put_be32(b, rat + 4 * field, v);
+        return b;
+    };
+    expect_bad(rpatch(0, 0), "draft rows version 0, this build reads 1");
+    expect_bad(rpatch(1, 0), "draft rows: rows is 0");
+    expect_bad(rpatch(2, 12), "draft rows: bits 12 is not 32, 16 or 8");
+    expect_bad(rpatch(3, 30), "hidden_bytes 30 is not whole 16-bit rows of 2");
+    expect_bad(rpatch(5, 36), "capture_bytes 36 is not whole 16-bit rows of 2 for 2 layers");
+    expect_bad(rpatch(5, 128), "the hidden rows and the captured rows differ in width");
+    expect_bad(rpatch(4, 0x40000000u), "capture layers exceed 64");  // before any allocation
+    Bytes one_layer = rpatch(4, 1);  // 1 layer of 32 bytes declared: the bytes there do not add up
+    put_be32(one_layer, rat + 4 * 5, 32);
+    expect_bad(one_layer, "draft layers + hidden_bytes + capture_bytes declare 68 bytes");
+    expect_bad(rpatch(7, 40), "capture layers are not strictly ascending");
+    expect_bad(patch(r, 5, 0x200 | 2), "unknown result_kind 514");
+    expect_bad(patch(encode(sample_result()), 5, 2 | kResultDraftRows), "draft rows needs");
+    Result rbad = good;
+    rbad.draft->captured.pop_back();
+    EXPECT_THROW(encode(rbad), ProtocolError);
+    rbad = good;
+    rbad.draft->layers = {42, 41};
+    EXPECT_THROW(encode(rbad), ProtocolError);
+}
+
+}  // namespace
+
+namespace {
+
+using namespace ds4::dist;
+
+// The draft seeds of fuzz/corpus/dist_frame (fuzz/make_dist_corpus.py, written field by field
+// from docs/DISTRIBUTED.md's draft records) decode to what they say and re-encode exactly.
+TEST(DistProtocol, IndependentlyWrittenDraftSeedsDecodeAndReencodeExactly) {
+    const std::filesystem::path dir = std::filesystem::path(DS4_SOURCE_DIR) / "fuzz/corpus/dist_frame";
+    std::vector<Message> got;
+    for (const char* name : {"work_draft.bin", "result_draft.bin", "result_ack_draft.bin"}) {
+        SCOPED_TRACE(name);
+        std::ifstream in(dir / name, std::ios::binary);
+        ASSERT_TRUE(in) << "missing seed";
+        const Bytes stream{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        FrameReader r;
+        const auto frames = r.feed(stream);
+        ASSERT_EQ(frames.size(), 1u);
+        got.push_back(decode(frames[0]));
+        EXPECT_EQ(encode_any(got.back()), stream);
+    }
+    const Work& w = std::get<Work>(got[0]);
+    ASSERT_TRUE(w.draft);
+    EXPECT_EQ(*w.draft, (DraftRequest{1, true, {40, 41, 42}}));
+    const Result& r = std::get<Result>(got[1]);
+    ASSERT_TRUE(r.draft);
+    EXPECT_EQ(r.kind, ResultKind::logits);
+    EXPECT_EQ(r.draft->rows, 2u);
+    EXPECT_EQ(r.draft->layers, (std::vector<uint32_t>{41, 42}));
+    EXPECT_EQ(r.draft->hidden.size(), 16u);
+    EXPECT_EQ(r.draft->captured.size(), 32u);
+    const Result& a = std::get<Result>(got[2]);
+    ASSERT_TRUE(a.draft);
+    EXPECT_EQ(a.kind, ResultKind::ack);
+    EXPECT_EQ(a.draft->bits, 8u);
+}
+
+}  // namespace

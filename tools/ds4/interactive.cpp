@@ -201,12 +201,13 @@ private:
     // Replaces the conversation with a saved one; on failure the current one stays.
     void load(const std::string& path) {
         const kvcache::Entry e = kvcache::read_file(path, identity_, model::kStateVersion);
-        engine_->load_state(e.payload);
+        const bool drafter = engine_->load_state(e.payload);
         // The engine's tokens are the conversation: a reply cut by -n may end one sampled
         // token early, which the next turn simply does not see.
         transcript_ = engine_->tokens();
-        std::fprintf(stderr, "loaded %zu tokens from %s (context: %lld/%lld tokens)\n",
-                     transcript_.size(), path.c_str(), (long long)transcript_.size(), (long long)ctx_);
+        std::fprintf(stderr, "loaded %zu tokens from %s (context: %lld/%lld tokens%s)\n", transcript_.size(),
+                     path.c_str(), (long long)transcript_.size(), (long long)ctx_,
+                     drafter ? "; drafter state restored" : "");
     }
 
     // The transcript with the user's new turn appended: the whole one-turn prompt first, then

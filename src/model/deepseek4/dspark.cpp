@@ -15,6 +15,7 @@
 #include "model/blocks/workspace.h"
 #include "model/deepseek4/forward.h"
 #include "model/deepseek4/layout.h"
+#include "model/deepseek4/mtp.h"
 #include "ops/norm.h"
 #include "quant/quant.h"
 
@@ -50,6 +51,24 @@ uint32_t meta_u32(const gguf::File& f, const std::string& k, std::string& key) {
     return std::get<uint32_t>(v->scalar);
 }
 
+// FNV-1a over every tensor's name, type, shape and the first and last 64 bytes of its data:
+// tells a saved context which DSpark file it came from (two seeds of one layout differ).
+uint64_t fingerprint(const gguf::File& f) {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](const void* p, size_t n) {
+        for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+    };
+    for (const gguf::TensorInfo& t : f.tensors()) {
+        mix(t.name.data(), t.name.size());
+        mix(&t.type, sizeof(t.type));
+        mix(t.ne.data(), sizeof(t.ne));
+        const size_t k = std::min<size_t>(64, t.n_bytes);
+        mix(f.data(t), k);
+        mix(f.data(t) + t.n_bytes - k, k);
+    }
+    return h;
+}
+
 // An empty block: the rows of the window and of the block at p for the row lists.
 blocks::Rows no_rows() { return blocks::Rows(model::Batch{}); }
 
@@ -61,17 +80,16 @@ void DsparkContext::truncate(int64_t pos) {
     else hi_ = pos;
 }
 
-std::unique_ptr<DsparkHead> DsparkHead::open(Model& trunk, const std::string& path) {
+std::unique_ptr<DsparkHead> DsparkHead::open(Model& trunk, const std::string& path, const HeadWeights* output) {
     const ModelConfig& c = trunk.config();
-    if (!trunk.info().range.whole(c.n_layer))
-        fail("{}: a DSpark drafter needs the whole model (embedding and output head), not layers {}", path,
-             trunk.info().range.str());
+    check_drafter_trunk(trunk, output, path, "a DSpark drafter");
     auto h = std::unique_ptr<DsparkHead>(new DsparkHead());
     h->trunk_ = &trunk;
     h->file_ = gguf::File::open(path, gguf::File::Load::Map);
     h->window_ = c.window;
     h->info_ = read_dspark_metadata(*h->file_, c);
-    h->bind_tensors();
+    h->bind_tensors(output ? *output : trunk.head_weights());
+    h->fingerprint_ = fingerprint(*h->file_);
     return h;
 }
 
@@ -107,7 +125,7 @@ DsparkInfo read_dspark_metadata(const gguf::File& f, const ModelConfig& c) {
     return info_;
 }
 
-void DsparkHead::bind_tensors() {
+void DsparkHead::bind_tensors(const HeadWeights& output) {
     const gguf::File& f = *file_;
     const ModelConfig& c = trunk_->config();
     int64_t top = -1;  // the highest stage N of the tensors named mtp.<N>.…
@@ -135,7 +153,7 @@ void DsparkHead::bind_tensors() {
     main_proj = matrix(f, check("mtp.0.main_proj.weight", {T * D, D}, C::Dense));
     main_norm = f32(f, check("mtp.0.main_norm.weight", {D}, C::Norm));
     const std::string last = fmt::format("mtp.{}.", info_.stages - 1);
-    head = trunk_->head_weights();
+    head = output;
     head.norm = f32(f, check(last + "norm.weight", {D}, C::Norm));
     head.hc_fn = matrix(f, check(last + "hc_head_fn.weight", {HC * D, HC}, C::Hc));
     head.hc_base = f32(f, check(last + "hc_head_base.weight", {HC}, C::Norm));
@@ -224,6 +242,74 @@ void DsparkHead::commit(DsparkContext& ctx, int64_t pos, int64_t n, const float*
     }
     ctx.hi_ = pos + n;
     ctx.lo_ = std::max(ctx.lo_, ctx.hi_ - slots);
+}
+
+namespace {
+
+constexpr uint32_t kContextVersion = 1;
+
+void put(std::vector<uint8_t>& out, const void* p, size_t n) {
+    const size_t at = out.size();
+    out.resize(at + n);
+    if (n) std::memcpy(out.data() + at, p, n);
+}
+
+// Reads little-endian fields; every read checked against the bytes left (false: too few).
+struct Bytes {
+    std::span<const uint8_t> b;
+    size_t at = 0;
+    bool get(void* p, uint64_t n) {
+        if (n > b.size() - at) return false;
+        if (n) std::memcpy(p, b.data() + at, size_t(n));
+        at += size_t(n);
+        return true;
+    }
+};
+
+}  // namespace
+
+// version u32, fingerprint u64, stages u32, n_embd u32, head_dim u32, qat u32, lo u64, hi u64,
+// c f32[hi-lo][n_embd], kv f32[stages][hi-lo][head_dim] (position order).
+std::vector<uint8_t> DsparkHead::save_context(const DsparkContext& ctx) const {
+    const ModelConfig& c = trunk_->config();
+    const uint32_t dims[5] = {info_.stages, c.n_embd, c.head_dim, ctx.qat_ ? 1u : 0u, 0};
+    const int64_t D = c.n_embd, Dh = c.head_dim, slots = ctx.slots_;
+    std::vector<uint8_t> out;
+    put(out, &kContextVersion, 4);
+    put(out, &fingerprint_, 8);
+    put(out, dims, 16);
+    put(out, &ctx.lo_, 8);
+    put(out, &ctx.hi_, 8);
+    for (int64_t t = ctx.lo_; t < ctx.hi_; ++t) put(out, &ctx.c_[size_t((t % slots) * D)], sizeof(float) * size_t(D));
+    for (uint32_t st = 0; st < info_.stages; ++st)
+        for (int64_t t = ctx.lo_; t < ctx.hi_; ++t)
+            put(out, &ctx.kv_[size_t((int64_t(st) * slots + t % slots) * Dh)], sizeof(float) * size_t(Dh));
+    return out;
+}
+
+bool DsparkHead::load_context(DsparkContext& ctx, std::span<const uint8_t> bytes, int64_t pos) const {
+    const ModelConfig& c = trunk_->config();
+    ctx.clear();
+    if (ctx.slots_ != window_ + 1 || ctx.kv_.size() != size_t(info_.stages * ctx.slots_ * c.head_dim)) return false;
+    Bytes r{bytes};
+    uint32_t version = 0, dims[4] = {};
+    uint64_t print = 0;
+    int64_t lo = 0, hi = 0;
+    if (!r.get(&version, 4) || !r.get(&print, 8) || !r.get(dims, 16) || !r.get(&lo, 8) || !r.get(&hi, 8)) return false;
+    if (version != kContextVersion || print != fingerprint_ || dims[0] != info_.stages || dims[1] != c.n_embd ||
+        dims[2] != c.head_dim || dims[3] != (ctx.qat_ ? 1u : 0u))
+        return false;
+    const int64_t D = c.n_embd, Dh = c.head_dim, slots = ctx.slots_;
+    if (hi != pos || lo < 0 || lo > hi || hi - lo > slots) return false;
+    const uint64_t n = uint64_t(hi - lo);
+    if (r.b.size() - r.at != n * 4 * (uint64_t(D) + uint64_t(info_.stages) * uint64_t(Dh))) return false;
+    for (int64_t t = lo; t < hi; ++t) r.get(&ctx.c_[size_t((t % slots) * D)], sizeof(float) * uint64_t(D));
+    for (uint32_t st = 0; st < info_.stages; ++st)
+        for (int64_t t = lo; t < hi; ++t)
+            r.get(&ctx.kv_[size_t((int64_t(st) * slots + t % slots) * Dh)], sizeof(float) * uint64_t(Dh));
+    ctx.lo_ = lo;
+    ctx.hi_ = hi;
+    return true;
 }
 
 // Stage s on the block X [B+1][hc][n_embd] at p: the attention sublayer (all rows give KV

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -85,9 +86,10 @@ DsparkInfo read_dspark_metadata(const gguf::File& f, const ModelConfig& trunk);
 class DsparkHead {
 public:
     // Reads and checks the metadata (each key as deepseek4.dspark.<k>, deepseek4.dspark_<k> or
-    // dspark.<k>) and the tensors against the trunk (which must hold the whole model). Throws
-    // ds4::Error naming the file and the key or tensor.
-    static std::unique_ptr<DsparkHead> open(Model& trunk, const std::string& path);
+    // dspark.<k>) and the tensors against the trunk (which must hold the whole model, or with
+    // `output`, the trunk's output head bound elsewhere, a range from layer 0: mtp.h
+    // output_head). Throws ds4::Error naming the file and the key or tensor.
+    static std::unique_ptr<DsparkHead> open(Model& trunk, const std::string& path, const HeadWeights* output = nullptr);
     ~DsparkHead();
 
     const DsparkInfo& info() const { return info_; }
@@ -108,9 +110,17 @@ public:
     // ds4::Error for a context without p or a bad token.
     DsparkBlock draft(const DsparkContext& ctx, int64_t p, int32_t token, float threshold);
 
+    // The context's rows as bytes (a drafter section of a saved state, docs/STATE_FORMAT.md:
+    // c(t) and every stage's KV row of its positions, with this head's fingerprint and shape),
+    // and back into `ctx` for a sequence that holds `pos` positions. load_context empties ctx
+    // and returns false for bytes of another DSpark file or shape, malformed ones, or rows
+    // that do not end at pos.
+    std::vector<uint8_t> save_context(const DsparkContext& ctx) const;
+    bool load_context(DsparkContext& ctx, std::span<const uint8_t> bytes, int64_t pos) const;
+
 private:
     DsparkHead() = default;
-    void bind_tensors();
+    void bind_tensors(const HeadWeights& output);
     void context_rows(const float* captured, int64_t n, int64_t stride, float* c);
     void context_kv(uint32_t s, const float* c, int64_t n, int64_t pos0, bool qat, float* kv);
     void run_stage(uint32_t s, const DsparkContext& ctx, int64_t p, float* X);
@@ -118,6 +128,7 @@ private:
 
     Model* trunk_ = nullptr;
     std::unique_ptr<gguf::File> file_;
+    uint64_t fingerprint_ = 0;  // of the file's tensors (names, types, shapes, the ends of the data)
     DsparkInfo info_;
     int64_t window_ = 0;
     std::vector<std::unique_ptr<ExtraBlock>> stages_;

@@ -29,9 +29,29 @@ std::string nextn_prefix(const ModelConfig& c) { return fmt::format("blk.{}.", c
 
 }  // namespace
 
-std::unique_ptr<MtpHead> MtpHead::open(Model& trunk, const std::string& path) {
+HeadWeights output_head(const gguf::File& f, const ModelConfig& c) {
+    for (const TensorSpec& s : tensor_layout(c)) {
+        if (s.name.rfind("output", 0) != 0) continue;
+        validate_tensor(f, c, s);
+        if (!f.holds(f.tensor(s.name)))
+            fail("{}: tensor {} was not loaded (a layer-range load): bind the output head from a mapping of the file",
+                 f.path(), s.name);
+    }
+    return {matrix(f, "output_hc_fn.weight"), f32(f, "output_hc_base.weight"), f32(f, "output_hc_scale.weight"),
+            f32(f, "output_norm.weight"), matrix(f, "output.weight")};
+}
+
+void check_drafter_trunk(const Model& trunk, const HeadWeights* output, const std::string& path, const char* what) {
+    const model::LayerRange& r = trunk.info().range;
+    if (!output && !r.whole(trunk.config().n_layer))
+        fail("{}: {} needs the whole model (embedding and output head), not layers {}", path, what, r.str());
+    if (output && !r.embedding())
+        fail("{}: {} needs the token embedding (layers from 0), not layers {}", path, what, r.str());
+}
+
+std::unique_ptr<MtpHead> MtpHead::open(Model& trunk, const std::string& path, const HeadWeights* output) {
     if (path == trunk.file().path()) {
-        std::unique_ptr<MtpHead> h = embedded(trunk);
+        std::unique_ptr<MtpHead> h = embedded(trunk, output);
         if (!h)
             fail("{}: no MTP head: the model file has no {}nextn.eh_proj.weight", path, nextn_prefix(trunk.config()));
         return h;
@@ -47,23 +67,21 @@ std::unique_ptr<MtpHead> MtpHead::open(Model& trunk, const std::string& path) {
              "{}nextn.eh_proj.weight (llama.cpp's layout) is in the file",
              path, trunk.config().n_layer, nextn_prefix(trunk.config()));
     }
-    std::unique_ptr<MtpHead> h = bind(trunk, *f, layout);
+    std::unique_ptr<MtpHead> h = bind(trunk, *f, layout, output);
     h->own_file_ = std::move(f);
     return h;
 }
 
-std::unique_ptr<MtpHead> MtpHead::embedded(Model& trunk) {
+std::unique_ptr<MtpHead> MtpHead::embedded(Model& trunk, const HeadWeights* output) {
     if (!trunk.file().find_tensor(nextn_prefix(trunk.config()) + "nextn.eh_proj.weight")) return nullptr;
-    return bind(trunk, trunk.file(), Layout::NextN);
+    return bind(trunk, trunk.file(), Layout::NextN, output);
 }
 
 MtpHead::~MtpHead() = default;
 
-std::unique_ptr<MtpHead> MtpHead::bind(Model& trunk, const gguf::File& f, Layout layout) {
+std::unique_ptr<MtpHead> MtpHead::bind(Model& trunk, const gguf::File& f, Layout layout, const HeadWeights* output) {
     const ModelConfig& c = trunk.config();
-    if (!trunk.info().range.whole(c.n_layer))
-        fail("{}: an MTP head needs the whole model (embedding and output head), not layers {}", f.path(),
-             trunk.info().range.str());
+    check_drafter_trunk(trunk, output, f.path(), "an MTP head");
     const int64_t D = c.n_embd, HC = c.hc, V = c.n_vocab;
     using C = TensorClass;
     auto check = [&](const std::string& name, std::vector<int64_t> ne, C cls) {
@@ -78,7 +96,7 @@ std::unique_ptr<MtpHead> MtpHead::bind(Model& trunk, const gguf::File& f, Layout
     // The block: ratio 0 (raw window only), routed by its biased top-k; the per-layer
     // parameters that are not tensors (the SwiGLU clamps) are those of the last trunk layer.
     h->block_ = ExtraBlock::bind(trunk, f, {.prefix = p, .as_layer = c.n_layer - 1, .ratio = 0, .hash = false});
-    h->head = trunk.head_weights();
+    h->head = output ? *output : trunk.head_weights();
     h->embed = trunk.weights().token_embd;
     if (layout == Layout::Support) {
         h->e_proj = matrix(f, check(p + "e_proj.weight", {D, D}, C::Dense));

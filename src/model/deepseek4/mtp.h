@@ -33,17 +33,27 @@
 
 namespace ds4::deepseek4 {
 
+// The trunk's output head (output_hc_*, output_norm, output) bound from `f`, a mapping of the
+// model file, checked by shape and type: for a drafter on a process whose layers end before the
+// head (a pipeline coordinator). Throws ds4::Error naming the file and the tensor.
+HeadWeights output_head(const gguf::File& f, const ModelConfig& cfg);
+
+// A drafter head's trunk: `trunk` holds the embedding (its range starts at layer 0); `output`
+// null means it holds the head too (the whole model). Throws ds4::Error naming `path`.
+void check_drafter_trunk(const Model& trunk, const HeadWeights* output, const std::string& path, const char* what);
+
 class MtpHead {
 public:
     enum class Layout { Support, NextN };
 
     // From a file in either layout (the trunk's own file works too: see embedded()). The
-    // trunk must hold the whole model (embedding and head). Throws ds4::Error naming the file
-    // and the tensor.
-    static std::unique_ptr<MtpHead> open(Model& trunk, const std::string& path);
+    // trunk must hold the whole model (embedding and head), or, with `output` (the trunk's
+    // output head bound elsewhere: output_head()), a range from layer 0 (a pipeline
+    // coordinator's). Throws ds4::Error naming the file and the tensor.
+    static std::unique_ptr<MtpHead> open(Model& trunk, const std::string& path, const HeadWeights* output = nullptr);
     // The head embedded in the trunk's own file (blk.<n_layer>.nextn.*); nullptr when it has
     // none.
-    static std::unique_ptr<MtpHead> embedded(Model& trunk);
+    static std::unique_ptr<MtpHead> embedded(Model& trunk, const HeadWeights* output = nullptr);
     ~MtpHead();
 
     Layout layout() const { return layout_; }
@@ -65,7 +75,8 @@ public:
 
 private:
     MtpHead() = default;
-    static std::unique_ptr<MtpHead> bind(Model& trunk, const gguf::File& file, Layout layout);
+    static std::unique_ptr<MtpHead> bind(Model& trunk, const gguf::File& file, Layout layout,
+                                         const HeadWeights* output);
     void project(std::span<const int32_t> tokens, const float* h, float* X) const;
 
     Model* trunk_ = nullptr;
