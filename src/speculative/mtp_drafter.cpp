@@ -6,12 +6,20 @@
 namespace ds4::speculative {
 
 MtpDrafter::MtpDrafter(deepseek4::MtpHead& head, const model::SequenceOptions& seq, MtpDrafterOptions opt)
-    : head_(head), opt_(opt) {
-    const deepseek4::ModelConfig& c = head.trunk().config();
-    width_ = int64_t(c.hc) * c.n_embd;
-    vocab_ = c.n_vocab;
-    window_ = c.window;
-    seq_ = head.new_sequence(seq);
+    : own_view_(std::make_unique<Deepseek4MtpView>(head)), head_(own_view_.get()), opt_(opt) {
+    init(seq);
+}
+
+MtpDrafter::MtpDrafter(MtpHeadView& head, const model::SequenceOptions& seq, MtpDrafterOptions opt)
+    : head_(&head), opt_(opt) {
+    init(seq);
+}
+
+void MtpDrafter::init(const model::SequenceOptions& seq) {
+    width_ = head_->width();
+    vocab_ = head_->vocab();
+    window_ = head_->window(seq.ctx);
+    seq_ = head_->new_sequence(seq);
 }
 
 void MtpDrafter::begin(const sampling::SamplerParams& p) {
@@ -44,7 +52,9 @@ void MtpDrafter::commit(int64_t pos, std::span<const int32_t> tokens, const floa
         hbuf_.resize(htok_.size() * size_t(width_));
     }
     htok_.insert(htok_.end(), tokens.begin(), tokens.end());
-    hbuf_.insert(hbuf_.end(), hidden, hidden + tokens.size() * size_t(width_));
+    const size_t at = hbuf_.size();
+    hbuf_.resize(at + tokens.size() * size_t(width_));
+    head_->trunk_rows(hidden, int64_t(tokens.size()), hbuf_.data() + at);
     // The head's row q pairs h_{q-1} with x_q: rows before pos stand, and row pos too when its
     // token is the one committed there (the first draft row of the last proposal).
     if (head_end() > pos) {
@@ -148,7 +158,7 @@ engine::Draft MtpDrafter::propose(std::span<const int32_t> history, int32_t next
     toks.push_back(next);
     const float* h = hbuf_.data() + (head_end() - 1 - hpos_) * width_;
     std::vector<float> logits(static_cast<size_t>(vocab_)), y(static_cast<size_t>(width_)), y_next(static_cast<size_t>(width_));
-    head_.eval(*seq_, toks, h, y.data(), logits.data(), model::Logits::Last);
+    head_->eval(*seq_, toks, h, y.data(), logits.data(), model::Logits::Last);
     stats_.head_rows += int64_t(toks.size());
 
     engine::Draft d;
@@ -159,7 +169,7 @@ engine::Draft MtpDrafter::propose(std::span<const int32_t> history, int32_t next
         d.tokens.push_back(t);
         if (i + 1 >= max) break;
         const int32_t row[1] = {t};
-        head_.eval(*seq_, row, y.data(), y_next.data(), logits.data(), model::Logits::Last);
+        head_->eval(*seq_, row, y.data(), y_next.data(), logits.data(), model::Logits::Last);
         ++stats_.head_rows;
         y.swap(y_next);
     }

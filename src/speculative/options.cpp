@@ -8,6 +8,8 @@
 #include "model/deepseek4/model.h"
 #include "model/deepseek4/mtp.h"
 #include "model/deepseek4/dspark.h"
+#include "model/glm/model.h"
+#include "model/glm/mtp.h"
 #include "pipeline/pipeline_model.h"
 #include "speculative/dspark_drafter.h"
 #include "speculative/mtp_drafter.h"
@@ -46,9 +48,14 @@ void add_flags(CLI::App& app, SpecOptions& o, const std::string& group) {
     app.add_flag("--dspark-strict", o.dspark_strict,
                  "With --dspark: load the drafter but decode target-only (the control run)")
         ->group(group);
+    app.add_flag("--glm-mtp", o.glm_mtp,
+                 "GLM 5.2: speculative decoding with the MTP block embedded in the model file "
+                 "(blk.N.nextn.*); --mtp-draft and --mtp-margin apply")
+        ->group(group);
 }
 
 std::string flag_error(const SpecOptions& o) {
+    if (o.glm_mtp && !o.mtp.empty()) return "--glm-mtp uses the model's own MTP block: drop --mtp FILE";
     if (o.dspark && o.mtp.empty()) return "--dspark needs --mtp FILE (the DSpark support GGUF)";
     if (!o.dspark && o.dspark_strict) return "--dspark-strict needs --dspark";
     return "";
@@ -135,11 +142,43 @@ private:
     SpecOptions o_;
 };
 
+// GLM 5.2's embedded MTP block (glm/mtp.h) through the family-neutral MTP drafter.
+class GlmMtpSpeculation final : public Speculation {
+public:
+    GlmMtpSpeculation(model::Model& model, const SpecOptions& o) : o_(o) {
+        auto* glm = dynamic_cast<glm::Model*>(&model);
+        if (!glm)
+            fail("--glm-mtp: the model is '{}', not GLM 5.2 (glm-dsa); DeepSeek V4 takes --mtp FILE{}",
+                 model.info().architecture,
+                 dynamic_cast<pipeline::PipelineModel*>(&model) ? " (a pipeline coordinator runs no GLM drafter)" : "");
+        head_ = glm::MtpHead::embedded(*glm);
+        if (!head_) fail("--glm-mtp: {} has no MTP block (blk.{}.nextn.*)", glm->file().path(), glm->config().n_layer);
+        view_ = std::make_unique<GlmMtpView>(*head_);
+        max_draft_ = o.mtp_draft - 1;
+    }
+    std::unique_ptr<engine::Drafter> new_drafter(const model::SequenceOptions& seq) override {
+        return std::make_unique<MtpDrafter>(*view_, seq, MtpDrafterOptions{.margin = o_.mtp_margin});
+    }
+    std::string describe() const override {
+        return fmt::format("GLM MTP block of {}, {} draft{} per step, margin {:g}", head_->trunk().file().path(),
+                           max_draft_, max_draft_ == 1 ? "" : "s", o_.mtp_margin);
+    }
+    int64_t drafter_bytes(const model::SequenceOptions& seq) const override { return head_->sequence_bytes(seq); }
+
+private:
+    std::unique_ptr<glm::MtpHead> head_;
+    std::unique_ptr<GlmMtpView> view_;
+    SpecOptions o_;
+};
+
 }  // namespace
 
 std::unique_ptr<Speculation> Speculation::open(model::Model& model, const SpecOptions& o) {
-    if (o.mtp.empty()) return nullptr;
     if (const std::string e = flag_error(o); !e.empty()) fail("{}", e);
+    if (o.glm_mtp) return std::make_unique<GlmMtpSpeculation>(model, o);
+    if (o.mtp.empty()) return nullptr;
+    if (model.info().architecture == glm::kArchitecture)
+        fail("--mtp {}: GLM 5.2 drafts with the MTP block of its own file: use --glm-mtp", o.mtp);
     Trunk t = drafter_trunk(model, o);
     if (o.dspark) return std::make_unique<DsparkSpeculation>(std::move(t), o);
     return std::make_unique<MtpSpeculation>(std::move(t), o);

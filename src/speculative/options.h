@@ -25,6 +25,7 @@ struct SpecOptions {
     bool dspark = false;         // --dspark: FILE is a DSpark support GGUF (block drafter)
     float dspark_confidence = 0.7f;  // --dspark-confidence F: cut a block at the first row below F (0: whole)
     bool dspark_strict = false;  // --dspark-strict: load the drafter, decode target-only (the control)
+    bool glm_mtp = false;        // --glm-mtp: GLM 5.2's MTP block embedded in the model file
 };
 
 void add_flags(CLI::App& app, SpecOptions& o, const std::string& group = "Speculative decoding");
@@ -34,8 +35,9 @@ std::string flag_error(const SpecOptions& o);
 class Speculation {
 public:
     virtual ~Speculation() = default;
-    // The drafter head of o.mtp for `model`, or nullptr when o.mtp is empty. Throws ds4::Error
-    // naming the file (a model other than DeepSeek V4 held whole, a file without a head, ...).
+    // The drafter head of o.mtp (DeepSeek V4) or of the model's embedded block (--glm-mtp, GLM
+    // 5.2) for `model`, or nullptr when neither is asked for. Throws ds4::Error naming the file
+    // (a model of the other family, a file without a head, ...).
     static std::unique_ptr<Speculation> open(model::Model& model, const SpecOptions& o);
 
     // A drafter for a sequence with these options (attach it before its prompt is evaluated).

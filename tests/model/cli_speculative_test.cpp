@@ -143,3 +143,53 @@ TEST_F(CliSpeculative, SaveAndLoadKeepTheDrafterState) {
 
 }  // namespace
 }  // namespace ds4::test
+
+namespace ds4::test {
+namespace {
+
+// GLM 5.2 (issue 32 item 3): --glm-mtp drafts with the MTP block embedded in the model file
+// and prints exactly the plain greedy text at every depth and prefill chunk; the flag is refused
+// on a file without the block and on a DeepSeek V4 model, and --mtp FILE on a GLM model.
+TEST(CliGlmSpeculative, GlmMtpPrintsThePlainGreedyText) {
+    TempDir dir;
+    const std::string glm = dir.file("glm.gguf"), bare = dir.file("bare.gguf");
+    for (const auto& [path, mtp] : {std::pair{glm, true}, std::pair{bare, false}}) {
+        std::vector<std::string> a = {binary("ds4-gguf-gen"), "-q", "--arch", "glm-dsa", "--preset", "tiny", "-o", path};
+        if (mtp) a.push_back("--mtp");
+        const RunResult g = run_command(a);
+        ASSERT_EQ(g.exit_code, 0) << g.output;
+    }
+    auto ds4 = [&](const std::string& model, std::vector<std::string> extra, std::string* err = nullptr) {
+        std::vector<std::string> a = {binary("ds4"), "-m", model, "-p", "Tell me about the sea.", "--ctx", "256",
+                                      "--temp", "0", "-n", "24", "--nothink", "--threads", "2"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        std::string cmd;
+        for (const auto& s : a) cmd.append("'").append(s).append("' ");
+        const std::string e = dir.file("err.txt");
+        const RunResult r = run_command({"/bin/sh", "-c", "exec " + cmd + "2>" + e});
+        if (err) *err = run_command({"/bin/cat", e}).output;
+        return r;
+    };
+    const RunResult plain = ds4(glm, {});
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    ASSERT_FALSE(plain.output.empty());
+    for (const std::vector<std::string>& extra :
+         {std::vector<std::string>{"--glm-mtp"}, {"--glm-mtp", "--mtp-draft", "4", "--mtp-margin", "0"},
+          {"--glm-mtp", "--mtp-draft", "8", "--mtp-margin", "0", "--prefill-chunk", "1"}}) {
+        std::string err;
+        const RunResult r = ds4(glm, extra, &err);
+        ASSERT_EQ(r.exit_code, 0) << err;
+        EXPECT_EQ(r.output, plain.output) << extra.back();
+        EXPECT_NE(err.find("speculative decoding: GLM MTP block"), std::string::npos) << err;
+    }
+    std::string err;
+    EXPECT_EQ(ds4(glm, {"--glm-mtp", "--mtp-draft", "4", "--mtp-margin", "0"}, &err).exit_code, 0) << err;
+    EXPECT_NE(err.find("drafts: "), std::string::npos) << err;
+    EXPECT_NE(ds4(bare, {"--glm-mtp"}, &err).exit_code, 0);
+    EXPECT_NE(err.find("has no MTP block"), std::string::npos) << err;
+    EXPECT_NE(ds4(glm, {"--mtp", glm}, &err).exit_code, 0);
+    EXPECT_NE(err.find("use --glm-mtp"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace ds4::test

@@ -131,9 +131,10 @@ void MtpHead::eval(model::Sequence& seq, std::span<const int32_t> tokens, const 
 
     std::vector<float> normed(size_t(n * D));
     for (int64_t t = 0; t < n; ++t) ops::rms_norm(X + t * D, D, norm, c.norm_eps, &normed[size_t(t * D)]);
-    if (out_hidden) std::memcpy(out_hidden, normed.data(), sizeof(float) * size_t(n * D));
-    if (!logits || want == model::Logits::None) return;
+    // Rows of the outputs: all (All, None) or the last (Last).
     const int64_t first = want == model::Logits::Last ? n - 1 : 0;
+    if (out_hidden) std::memcpy(out_hidden, &normed[size_t(first * D)], sizeof(float) * size_t((n - first) * D));
+    if (!logits || want == model::Logits::None) return;
     for (int64_t t = first; t < n; ++t) {
         ops::Activations& act = ws.head_in;
         act.set(&normed[size_t(t * D)], 1, D, quant::dot_type(head.type), &pool);

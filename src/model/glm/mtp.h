@@ -44,8 +44,8 @@ public:
     void trunk_rows(const float* X, int64_t n, float* out) const;
 
     // Rows i = 0..n-1 at the sequence's next positions: tokens[i] with h[i] (output-normed,
-    // [n_embd] each). Writes out_hidden [n][n_embd] (h' of every row; may be null) and logits
-    // (may be null) for all rows or the last. The sequence advances by n. Throws ds4::Error
+    // [n_embd] each). Writes out_hidden [rows][n_embd] (h'; may be null) and logits
+    // [rows][n_vocab] (may be null: none computed), rows = n (All, None) or the last (Last). The sequence advances by n. Throws ds4::Error
     // before anything changes (a sequence of another head, a bad token, a full context).
     void eval(model::Sequence& seq, std::span<const int32_t> tokens, const float* h, float* out_hidden,
               float* logits, model::Logits want = model::Logits::All);
