@@ -294,4 +294,36 @@ std::vector<uint8_t> cut_range_state(std::span<const uint8_t> state, LayerRange 
     return w.finish();
 }
 
+StateHeader state_header(const ModelInfo& info, const Sequence& seq, std::span<const float> logits) {
+    if (!logits.empty() && logits.size() != info.n_vocab)
+        fail("save_state: {} logits for a vocabulary of {}", logits.size(), info.n_vocab);
+    StateHeader h;
+    h.architecture = info.architecture;
+    h.metadata_hash = info.metadata_hash;
+    h.n_layer = info.n_layer;
+    h.range = info.range;
+    h.ctx = seq.options().ctx;
+    h.qat = seq.options().qat;
+    h.tokens = seq.tokens();
+    h.logits.assign(logits.begin(), logits.end());
+    return h;
+}
+
+void check_state_header(const StateHeader& h, const ModelInfo& info, const std::string& path,
+                        const SequenceOptions& target, bool check_qat) {
+    if (h.architecture != info.architecture)
+        fail("state: saved by a '{}' model, this is '{}'", h.architecture, info.architecture);
+    if (h.metadata_hash != info.metadata_hash) fail("state: saved by another model (its metadata differs from {})", path);
+    if (h.range != info.range) fail("state: holds layers {}, this model holds layers {}", h.range.str(), info.range.str());
+    if (check_qat && h.qat != target.qat)
+        fail("state: saved with the QAT simulation {}, the sequence has it {}", h.qat ? "on" : "off",
+             target.qat ? "on" : "off");
+    const int64_t pos = int64_t(h.tokens.size());
+    if (pos > target.ctx) fail("state: {} tokens do not fit the sequence's context of {}", pos, target.ctx);
+    for (int32_t t : h.tokens)
+        if (uint32_t(t) >= info.n_vocab) fail("state: token id {} out of range [0, {})", t, info.n_vocab);
+    if (!h.logits.empty() && h.logits.size() != info.n_vocab)
+        fail("state: {} logits for a vocabulary of {}", h.logits.size(), info.n_vocab);
+}
+
 }  // namespace ds4::model

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/layer_range.h"
+#include "model/model.h"
 
 namespace ds4::model {
 
@@ -32,6 +33,16 @@ struct StateHeader {
     std::vector<int32_t> tokens;
     std::vector<float> logits;           // empty, or [n_vocab] after the last token
 };
+
+// The header of a state of `seq` saved by a model described by `info`, with optional next-token
+// logits ([info.n_vocab]; throws ds4::Error for another length). Family-neutral.
+StateHeader state_header(const ModelInfo& info, const Sequence& seq, std::span<const float> logits);
+// Checks a read header against the loading model (`path` its file, for messages) and the
+// sequence the state goes into: architecture, metadata hash, layer range, room in the context,
+// token ids, logits length, and (`check_qat`, for families whose state depends on it) the QAT
+// flag. Throws ds4::Error saying what differs.
+void check_state_header(const StateHeader& h, const ModelInfo& info, const std::string& path,
+                        const SequenceOptions& target, bool check_qat);
 
 class StateWriter {
 public:

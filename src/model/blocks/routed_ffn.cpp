@@ -1,5 +1,7 @@
 #include "model/blocks/routed_ffn.h"
 
+#include <limits>
+
 #include "common/error.h"
 #include "quant/quant.h"
 
@@ -174,6 +176,20 @@ ExpertOutputs run_routed_experts(const RoutedFfnSpec& spec, const float* v, int6
     ExpertRun run(spec, v, n, routes, source, pool, scratch, buf);
     run.run(hint);
     return run.outputs();
+}
+
+void log_routes(const Rows& rows, uint32_t layer, uint32_t n_layer, std::span<const Route> routes) {
+    for (int64_t t = 0; t < rows.n; ++t) {
+        model::DecisionLog* log = rows.decision_log(t);
+        if (!log) continue;
+        const size_t p = size_t(rows.pos[size_t(t)]);
+        auto& per_layer = log->experts[p];
+        per_layer.resize(n_layer);
+        per_layer[layer] = routes[size_t(t)].chosen;
+        auto& margins = log->expert_margin[p];
+        margins.resize(n_layer, std::numeric_limits<float>::quiet_NaN());
+        margins[layer] = routes[size_t(t)].margin;
+    }
 }
 
 }  // namespace ds4::blocks

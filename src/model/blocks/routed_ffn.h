@@ -22,6 +22,7 @@
 #include "common/thread_pool.h"
 #include "gguf/tensor_type.h"
 #include "model/blocks/router.h"
+#include "model/blocks/rows.h"
 #include "model/blocks/swiglu_ffn.h"
 #include "model/blocks/workspace.h"
 #include "model/expert_source.h"
@@ -77,5 +78,9 @@ void combine_experts(const ExpertOutputs& o, std::span<const Route> routes, Thre
         }
     }, 4);
 }
+
+// Each row's chosen experts and selection margin into its sequence's decision log (the
+// sequences that keep one), at its position and `layer` (of `n_layer` trunk layers).
+void log_routes(const Rows& rows, uint32_t layer, uint32_t n_layer, std::span<const Route> routes);
 
 }  // namespace ds4::blocks

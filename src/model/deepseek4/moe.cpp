@@ -91,22 +91,6 @@ blocks::RoutedFfnSpec expert_spec(const ModelConfig& c, const LayerWeights& w, c
             .shared = &shared};
 }
 
-// The choices of every row into the sequences' decision logs (those that keep one).
-void log_routes(const LayerContext& ctx, const LayerWeights& w, const std::vector<blocks::Route>& routes) {
-    const Rows& R = ctx.rows;
-    for (int64_t t = 0; t < R.n; ++t) {
-        model::DecisionLog* log = R.decision_log(t);
-        if (!log) continue;
-        const size_t p = size_t(R.pos[size_t(t)]);
-        auto& per_layer = log->experts[p];
-        per_layer.resize(ctx.cfg.n_layer);
-        per_layer[size_t(w.index)] = routes[size_t(t)].chosen;
-        auto& margins = log->expert_margin[p];
-        margins.resize(ctx.cfg.n_layer, std::numeric_limits<float>::quiet_NaN());
-        margins[size_t(w.index)] = routes[size_t(t)].margin;
-    }
-}
-
 }  // namespace
 
 void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
@@ -148,7 +132,7 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
     blocks::combine_experts(out, routes, ctx.pool, [&](int64_t t, const float* F) {
         ops::hc_post(mixes[size_t(t)], F, X + t * HCD, D);
     });
-    if (ctx.trunk) log_routes(ctx, w, routes);
+    if (ctx.trunk) blocks::log_routes(ctx.rows, uint32_t(w.index), c.n_layer, routes);
 }
 
 }  // namespace ds4::deepseek4

@@ -14,17 +14,7 @@ namespace ds4::deepseek4 {
 std::vector<uint8_t> Model::save_state(const model::Sequence& seq, std::span<const float> logits) const {
     const auto* s = dynamic_cast<const Sequence*>(&seq);
     if (!s || &s->owner() != this) fail("save_state: a sequence of another model");
-    if (!logits.empty() && logits.size() != cfg_.n_vocab)
-        fail("save_state: {} logits for a vocabulary of {}", logits.size(), cfg_.n_vocab);
-    model::StateHeader h;
-    h.architecture = info_.architecture;
-    h.metadata_hash = info_.metadata_hash;
-    h.n_layer = cfg_.n_layer;
-    h.range = info_.range;
-    h.ctx = s->options().ctx;
-    h.qat = s->options().qat;
-    h.tokens = s->tokens();
-    h.logits.assign(logits.begin(), logits.end());
+    const model::StateHeader h = model::state_header(info_, *s, logits);
     model::StateWriter w(h);
     const int64_t pos = s->pos();
     for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
@@ -40,22 +30,8 @@ void Model::load_state(std::span<const uint8_t> bytes, model::Sequence& seq, std
     if (!target || &target->owner() != this) fail("load_state: a sequence of another model");
     model::StateReader r(bytes, "state");
     const model::StateHeader& h = r.header();
-    if (h.architecture != info_.architecture)
-        fail("state: saved by a '{}' model, this is '{}'", h.architecture, info_.architecture);
-    if (h.metadata_hash != info_.metadata_hash)
-        fail("state: saved by another model (its metadata differs from {})", file_->path());
-    if (h.range != info_.range)
-        fail("state: holds layers {}, this model holds layers {}", h.range.str(), info_.range.str());
+    model::check_state_header(h, info_, file_->path(), target->options(), /*check_qat=*/true);
     const int64_t pos = int64_t(h.tokens.size());
-    if (h.qat != target->options().qat)
-        fail("state: saved with the QAT simulation {}, the sequence has it {}", h.qat ? "on" : "off",
-             target->options().qat ? "on" : "off");
-    if (pos > target->options().ctx)
-        fail("state: {} tokens do not fit the sequence's context of {}", pos, target->options().ctx);
-    for (int32_t t : h.tokens)
-        if (uint32_t(t) >= cfg_.n_vocab) fail("state: token id {} out of range [0, {})", t, cfg_.n_vocab);
-    if (!h.logits.empty() && h.logits.size() != cfg_.n_vocab)
-        fail("state: {} logits for a vocabulary of {}", h.logits.size(), cfg_.n_vocab);
 
     // Into a fresh sequence with the target's options: the target changes only on success.
     Sequence fresh(*this, target->options());

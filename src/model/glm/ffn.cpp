@@ -13,21 +13,6 @@
 namespace ds4::glm {
 namespace {
 
-void log_routes(const LayerContext& ctx, const LayerWeights& w, const std::vector<blocks::Route>& routes) {
-    const Rows& R = ctx.rows;
-    for (int64_t t = 0; t < R.n; ++t) {
-        model::DecisionLog* log = R.decision_log(t);
-        if (!log) continue;
-        const size_t p = size_t(R.pos[size_t(t)]);
-        auto& per_layer = log->experts[p];
-        per_layer.resize(ctx.cfg.n_layer);
-        per_layer[size_t(w.index)] = routes[size_t(t)].chosen;
-        auto& margins = log->expert_margin[p];
-        margins.resize(ctx.cfg.n_layer, std::numeric_limits<float>::quiet_NaN());
-        margins[size_t(w.index)] = routes[size_t(t)].margin;
-    }
-}
-
 void routed(const LayerContext& ctx, const LayerWeights& w, const float* v, float* X) {
     const GlmConfig& c = ctx.cfg;
     const int64_t n = ctx.rows.n, D = c.n_embd, E = c.n_expert;
@@ -60,7 +45,7 @@ void routed(const LayerContext& ctx, const LayerWeights& w, const float* v, floa
     blocks::combine_experts(out, routes, ctx.pool, [&](int64_t t, const float* F) {
         for (int64_t i = 0; i < D; ++i) X[t * D + i] += F[i];
     });
-    if (ctx.trunk) log_routes(ctx, w, routes);
+    if (ctx.trunk) blocks::log_routes(ctx.rows, uint32_t(w.index), c.n_layer, routes);
 }
 
 }  // namespace

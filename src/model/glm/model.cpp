@@ -106,17 +106,7 @@ model::ExpertFileLayout Model::expert_layout() const {
 std::vector<uint8_t> Model::save_state(const model::Sequence& seq, std::span<const float> logits) const {
     const auto* s = dynamic_cast<const Sequence*>(&seq);
     if (!s || &s->owner() != this) fail("save_state: a sequence of another model");
-    if (!logits.empty() && logits.size() != cfg_.n_vocab)
-        fail("save_state: {} logits for a vocabulary of {}", logits.size(), cfg_.n_vocab);
-    model::StateHeader h;
-    h.architecture = info_.architecture;
-    h.metadata_hash = info_.metadata_hash;
-    h.n_layer = cfg_.n_layer;
-    h.range = info_.range;
-    h.ctx = s->options().ctx;
-    h.qat = s->options().qat;
-    h.tokens = s->tokens();
-    h.logits.assign(logits.begin(), logits.end());
+    const model::StateHeader h = model::state_header(info_, *s, logits);
     model::StateWriter w(h);
     for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
         w.begin_layer(il, layer_hash_[il]);
@@ -131,19 +121,9 @@ void Model::load_state(std::span<const uint8_t> bytes, model::Sequence& seq, std
     if (!target || &target->owner() != this) fail("load_state: a sequence of another model");
     model::StateReader r(bytes, "state");
     const model::StateHeader& h = r.header();
-    if (h.architecture != info_.architecture)
-        fail("state: saved by a '{}' model, this is '{}'", h.architecture, info_.architecture);
-    if (h.metadata_hash != info_.metadata_hash)
-        fail("state: saved by another model (its metadata differs from {})", file_->path());
-    if (h.range != info_.range)
-        fail("state: holds layers {}, this model holds layers {}", h.range.str(), info_.range.str());
+    // GLM has no QAT simulation: its state does not depend on the flag.
+    model::check_state_header(h, info_, file_->path(), target->options(), /*check_qat=*/false);
     const int64_t pos = int64_t(h.tokens.size());
-    if (pos > target->options().ctx)
-        fail("state: {} tokens do not fit the sequence's context of {}", pos, target->options().ctx);
-    for (int32_t t : h.tokens)
-        if (uint32_t(t) >= cfg_.n_vocab) fail("state: token id {} out of range [0, {})", t, cfg_.n_vocab);
-    if (!h.logits.empty() && h.logits.size() != cfg_.n_vocab)
-        fail("state: {} logits for a vocabulary of {}", h.logits.size(), cfg_.n_vocab);
     Sequence fresh(*this, target->options());
     for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
         if (r.begin_layer(il) != layer_hash_[il])
