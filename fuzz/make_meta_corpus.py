@@ -4,7 +4,9 @@
 Seeds built with make_gguf_corpus.gguf() (independently of our C++ writer): a deepseek4
 configuration with an embedded MTP block (block_count = layers + 1, nextn_predict_layers = 1,
 the tiny preset's shape, no tokenizer arrays), DSpark metadata under each key spelling, a few
-MTP head tensors, and broken variants (a target layer out of range, a wrong array type).
+MTP head tensors, and broken variants (a target layer out of range, a wrong array type); and a
+glm-dsa configuration (the generator's tiny preset's keys, with its indexer types array) with a
+few layer tensors, plus variants (no types array: the default rule; shared layer 0).
 """
 import os
 
@@ -40,6 +42,26 @@ CONFIG = [
 ]
 
 
+# The tiny glm-dsa preset's keys (ds4-gguf-gen --arch glm-dsa --preset tiny --mtp), 5 + 1 blocks.
+G = "glm-dsa."
+GLM = [
+    ("general.architecture", STR, "glm-dsa"),
+    (G + "block_count", U32, 6), (G + "nextn_predict_layers", U32, 1), (G + "context_length", U32, 4096),
+    (G + "embedding_length", U32, 256), (G + "feed_forward_length", U32, 256), (G + "vocab_size", U32, 512),
+    (G + "attention.head_count", U32, 4), (G + "attention.head_count_kv", U32, 1),
+    (G + "attention.key_length", U32, 96), (G + "attention.value_length", U32, 64),
+    (G + "attention.key_length_mla", U32, 96), (G + "attention.value_length_mla", U32, 64),
+    (G + "attention.q_lora_rank", U32, 64), (G + "attention.kv_lora_rank", U32, 64),
+    (G + "attention.layer_norm_rms_epsilon", F32, 1e-5), (G + "attention.layer_norm_epsilon", F32, 0.0),
+    (G + "attention.indexer.head_count", U32, 2), (G + "attention.indexer.key_length", U32, 64),
+    (G + "attention.indexer.top_k", U32, 8), (G + "attention.indexer.types", ARR, (BOOL, [1, 1, 0, 1, 0])),
+    (G + "rope.dimension_count", U32, 32), (G + "rope.freq_base", F32, 8000000.0),
+    (G + "leading_dense_block_count", U32, 1), (G + "expert_count", U32, 4), (G + "expert_used_count", U32, 2),
+    (G + "expert_shared_count", U32, 1), (G + "expert_feed_forward_length", U32, 256),
+    (G + "expert_weights_scale", F32, 2.5), (G + "expert_weights_norm", BOOL, 1), (G + "expert_gating_func", U32, 2),
+]
+
+
 def dspark(prefix, layers=(3, 4, 5), layer_type=U32):
     return [(prefix + "block_size", U32, 5), (prefix + "markov_rank", U32, 32),
             (prefix + "noise_token_id", U32, 511), (prefix + "target_layer_ids", ARR, (layer_type, list(layers)))]
@@ -57,6 +79,11 @@ def main():
         "dspark_underscore.gguf": gguf(CONFIG + dspark("deepseek4.dspark_"), head),
         "broken_dspark_layer.gguf": gguf(CONFIG + dspark("dspark.", layers=(5, 4, 99)), []),
         "broken_dspark_type.gguf": gguf(CONFIG + [("dspark.block_size", STR, "5")] + dspark("dspark.")[1:], []),
+        "glm_config.gguf": gguf(GLM, [("blk.0.attn_norm.weight", 0, [256]), ("blk.0.attn_kv_a_norm.weight", 0, [64]),
+                                      ("blk.5.nextn.enorm.weight", 0, [256])]),
+        "glm_default_types.gguf": gguf([e for e in GLM if not e[0].endswith("indexer.types")], []),
+        "broken_glm_types.gguf": gguf([(k, t, (BOOL, [0, 1, 0, 1, 0]) if k.endswith("indexer.types") else v)
+                                       for k, t, v in GLM], []),
         "broken_nextn.gguf": gguf([(k, t, 9 if k.endswith("nextn_predict_layers") else v) for k, t, v in CONFIG], []),
     }
     total = 0

@@ -1,8 +1,10 @@
 // libFuzzer target for the model metadata readers (docs/SPECULATIVE.md, spec/ARCHITECTURE.md):
 // the deepseek4 configuration (block_count with nextn_predict_layers, per-layer arrays), the
 // DSpark metadata (three key spellings, the target-layer array) and the MTP head layouts held
-// against a file's tensor directory (shapes, types, tid2eid entries). Any input must give a
-// configuration or a ds4::Error with a one-line message, never a crash.
+// against a file's tensor directory (shapes, types, tid2eid entries); and the glm-dsa
+// configuration (GLM 5.2: MLA widths, indexer types array or its default) with its tensor
+// layout. Any input must give a configuration or a ds4::Error with a one-line message, never a
+// crash.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +15,8 @@
 #include "model/deepseek4/config.h"
 #include "model/deepseek4/dspark.h"
 #include "model/deepseek4/layout.h"
+#include "model/glm/config.h"
+#include "model/glm/layout.h"
 
 namespace {
 
@@ -58,6 +62,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const NextnLayout n = mtp_embedded_layout(c, c.n_layer);
         validate_specs(*f, c, n.required);
         validate_specs(*f, c, n.optional, false);
+    } catch (const ds4::Error& e) {
+        one_line(e);
+    }
+    try {
+        const ds4::glm::GlmConfig g = ds4::glm::GlmConfig::from_gguf(*f);
+        if (g.indexer_full.size() != g.n_layer || !g.indexer_full[0]) __builtin_trap();
+        ds4::glm::validate_tensors(*f, g, ds4::model::LayerRange::all(g.n_layer));
+        ds4::glm::validate_specs(*f, ds4::glm::mtp_layout(g));
     } catch (const ds4::Error& e) {
         one_line(e);
     }
