@@ -2,8 +2,8 @@
 // oracle"): a tiny all-F32 model loads, its prefill, one-token decode and chunked prefill agree
 // (F32 KV, flash attention off), the indexer's top-k is active past top-k positions, the MTP
 // block leaves the trunk's logits unchanged and runs as llama.cpp's MTP context, routing dumps
-// work, and the generated glm4 vocabulary tokenizes as ours does. The logits test of our own
-// GLM forward pass against these comes with the engine's GLM model.
+// and indexer dumps work, and the generated glm4 vocabulary tokenizes as ours does. Our own GLM
+// forward pass against these: glm_model_oracle_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -181,11 +181,29 @@ TEST_F(GlmOracle, ExpertDumpCoversTheRoutedLayers) {
         }
     }
     EXPECT_EQ(used.size(), size_t(kExperts));
-    // The indexer capture reads deepseek4's graph only.
-    const RunResult r = run_command({binary("ds4-oracle"), "-m", model_, "--token-ids", tokens_, "--out",
-                                     dir_->file("x.f32"), "--dump-indexer", dir_->file("ix.txt")});
-    EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.output.find("--dump-indexer reads deepseek4 models only"), std::string::npos) << r.output;
+}
+
+// The indexer capture reads glm-dsa's nodes (capture.h): the logits stay bit-identical, and every
+// full layer (0, 1, 3 of the tiny preset; shared layers 2 and 4 rename the picks tensor, which
+// is filed under the full layer) has a line per position: every position <= p while p < top-k,
+// then top-k distinct visible positions.
+TEST_F(GlmOracle, IndexerDumpCoversTheFullLayers) {
+    const std::string dump = dir_->file("indexer.txt");
+    EXPECT_TRUE(bit_identical(prefill(), oracle("indexer_captured", model_, {"--dump-indexer", dump})));
+    const RouteDump d = load_route_dump(dump);
+    const std::set<int> full = {0, 1, 3};
+    ASSERT_EQ(d.size(), full.size() * kTokens);
+    for (const auto& [key, ids] : d) {
+        const auto [layer, p] = key;
+        ASSERT_TRUE(full.count(layer)) << "picks filed under layer " << layer;
+        ASSERT_EQ(ids.size(), size_t(std::min<int64_t>(p + 1, kTopK))) << "layer " << layer << " pos " << p;
+        EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+        EXPECT_EQ(std::set<int32_t>(ids.begin(), ids.end()).size(), ids.size());
+        for (int32_t id : ids) {
+            EXPECT_GE(id, 0);
+            EXPECT_LE(id, p) << "a future position picked";
+        }
+    }
 }
 
 // llama.cpp's glm4 tokenizer over the generated vocabulary gives our ids (chat markers

@@ -19,6 +19,8 @@ namespace {
 constexpr const char* kExperts = "ffn_moe_topk";
 constexpr const char* kIndexerPicks = "lid_top_k";
 constexpr const char* kIndexerScores = "lid_score_masked";
+constexpr const char* kGlmPicks = "top_k";
+constexpr const char* kGlmScores = "indexer_score";
 
 // Splits "<base>-<layer>" into base and layer; false if the name has no numeric suffix.
 bool split_name(const char* name, std::string& base, int& layer) {
@@ -83,8 +85,9 @@ bool RouteCapture::wants(const ggml_tensor* t) const {
     int layer = 0;
     if (!split_name(t->name, base, layer)) return false;
     if (experts_ && base == kExperts) return true;
-    if (indexer_ && (base == kIndexerPicks || base == kIndexerScores)) return true;
-    return false;
+    if (!indexer_) return false;
+    if (glm_) return base == kGlmPicks || (base == kGlmScores && t->ne[2] == 1 && t->ne[3] == 1);
+    return base == kIndexerPicks || base == kIndexerScores;
 }
 
 bool RouteCapture::eval_callback(ggml_tensor* t, bool ask, void* user_data) {
@@ -102,12 +105,19 @@ bool RouteCapture::observe(const ggml_tensor* t) {
     std::string base;
     int layer = 0;
     split_name(t->name, base, layer);
+    if (glm_ && base == kGlmScores) last_score_layer_ = layer;
+    if (glm_ && base == kGlmPicks) {
+        // Shared layers renamed the full layer's picks (capture.h): file them under the layer
+        // whose scores came last.
+        if (last_score_layer_ < 0) throw std::runtime_error(fmt::format("{}: picks before any indexer_score", t->name));
+        layer = last_score_layer_;
+    }
     const Matrix m(t);
     if (m.rows() != n_tokens_) {
         throw std::runtime_error(fmt::format("{}: {} token columns, the batch has {} (n_ubatch too small?)",
                                              t->name, m.rows(), n_tokens_));
     }
-    if (base == kIndexerScores) {
+    if (base == kIndexerScores || base == kGlmScores) {
         if (t->type != GGML_TYPE_F32) {
             throw std::runtime_error(fmt::format("{}: type {}, expected f32", t->name, ggml_type_name(t->type)));
         }
@@ -142,8 +152,8 @@ void RouteCapture::take_indexer_picks(int layer) {
         std::vector<int32_t> visible;
         for (int32_t id : picks[i]) {
             if (id < 0 || static_cast<size_t>(id) >= scores[i].size()) {
-                throw std::runtime_error(fmt::format("lid_top_k-{}: id {} outside the {} scored slots",
-                                                     layer, id, scores[i].size()));
+                throw std::runtime_error(fmt::format("{}-{}: id {} outside the {} scored slots",
+                                                     glm_ ? kGlmPicks : kIndexerPicks, layer, id, scores[i].size()));
             }
             // Masked slots score -inf; top-k picks them only when fewer rows are visible.
             if (std::isfinite(scores[i][id])) visible.push_back(id);

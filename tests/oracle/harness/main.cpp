@@ -3,7 +3,7 @@
 // writes the logits of every position as raw little-endian float32 [n_tokens][n_vocab].
 // Test-only; see docs/ORACLE_HARNESS.md. Both architectures run with the same settings (F32 KV,
 // flash attention off, no repack, one ubatch per call); the architecture only changes what
-// --mode mtp reads as the trunk's hidden state and whether --dump-indexer is available.
+// --mode mtp reads as the trunk's hidden state and which nodes --dump-indexer reads (capture.h).
 //
 // --mode mtp: the MTP head of a model with one (llama.cpp's layout: blk.<L>.nextn.*, loaded with
 // load_mtp). The trunk runs over the tokens once, and the eval callback captures its hidden
@@ -183,12 +183,10 @@ int run(const Options& o) {
     const int bs = batch_size(o, n_tokens);
     ModelPtr model = load_model(o, tokens, false);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model.get()));
-    // The indexer capture reads deepseek4's node names (capture.h); glm-dsa's differ.
-    if (!o.dump_indexer.empty() && architecture(model.get()) != "deepseek4")
-        fail(fmt::format("{}: --dump-indexer reads deepseek4 models only", o.model));
-
+    // The indexer capture reads each architecture's own node names (capture.h).
     const bool capture = !o.dump_experts.empty() || !o.dump_indexer.empty();
-    ds4::oracle::RouteCapture routes(!o.dump_experts.empty(), !o.dump_indexer.empty());
+    ds4::oracle::RouteCapture routes(!o.dump_experts.empty(), !o.dump_indexer.empty(),
+                                     architecture(model.get()) == "glm-dsa");
 
     llama_context_params cp = context_params(o, n_tokens, bs);
     if (capture) {
@@ -429,7 +427,7 @@ int main(int argc, char** argv) {
     app.add_option("--n-ctx", o.n_ctx, "context size (default: token count rounded up to 256)");
     app.add_option("--dump-experts", o.dump_experts, "write chosen experts: 'layer pos id...' per line");
     app.add_option("--dump-indexer", o.dump_indexer,
-                   "write indexer-selected rows: 'layer pos id...' per line (deepseek4 only)");
+                   "write indexer-selected rows: 'layer pos id...' per line");
     app.add_option("--backend-dir", o.backend_dir, "folder of the ggml CPU backend libraries");
     app.add_flag("-v,--verbose", o.verbose, "show llama.cpp's log");
     CLI11_PARSE(app, argc, argv);
