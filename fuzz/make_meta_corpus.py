@@ -84,6 +84,8 @@ def main():
         "glm_default_types.gguf": gguf([e for e in GLM if not e[0].endswith("indexer.types")], []),
         "broken_glm_types.gguf": gguf([(k, t, (BOOL, [0, 1, 0, 1, 0]) if k.endswith("indexer.types") else v)
                                        for k, t, v in GLM], []),
+        # A newline in the architecture must not break the one-line error (found by this target).
+        "broken_arch_newline.gguf": gguf([("general.architecture", STR, "dee\nseek4-dspark")] + dspark("dspark."), []),
         "broken_nextn.gguf": gguf([(k, t, 9 if k.endswith("nextn_predict_layers") else v) for k, t, v in CONFIG], []),
     }
     total = 0

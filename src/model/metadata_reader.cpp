@@ -29,7 +29,8 @@ void MetadataReader::check_architecture() const {
     const Value& arch = need("general.architecture");
     const std::string* s = arch.as_string();
     if (!s) wrong("general.architecture", arch, "string");
-    if (*s != arch_) invalid("general.architecture", fmt::format("is \"{}\", expected \"{}\"", *s, arch_));
+    // to_string() quotes and escapes: a hostile name must not break the one-line message.
+    if (*s != arch_) invalid("general.architecture", fmt::format("is {}, expected \"{}\"", arch.to_string(), arch_));
 }
 
 uint64_t MetadataReader::uint_of(const std::string& key, const Value& v, uint64_t max) const {
