@@ -30,7 +30,7 @@
 # The model defaults to models/flash4.gguf (git-ignored): the real Flash per-layer shape, 4
 # layers with compress ratios 4,128,4,128 and the published q2 recipe, written by
 # ds4-gguf-gen if missing (8.9 GiB). --glm: models/glm3.gguf instead, GLM 5.2's per-layer shape
-# (glm52 preset: q2_k/q4_k experts, q8_0 dense), 3 layers of which the first is dense (9.9 GiB).
+# (glm52 preset: q2_k/q4_k experts, q8_0 dense), 3 layers of which the first is dense (10.0 GiB).
 # The oracle must be installed (scripts/setup.sh). Each run's process times (wall, user, sys:
 # load, warm-up, prefill and decode) are kept in *.time and summed up per engine: on a shared
 # machine the CPU seconds move less than the wall clock.
@@ -108,7 +108,7 @@ if [[ ! -f "$model" ]]; then
     exit 1
   fi
   if [[ $glm == 1 ]]; then
-    echo "== writing $model (3-layer GLM 5.2 shape, 1 dense, glm52 q2 recipe; 9.9 GiB)" >&2
+    echo "== writing $model (3-layer GLM 5.2 shape, 1 dense, glm52 q2 recipe; 10.0 GiB)" >&2
     "$bin/ds4-gguf-gen" --arch glm-dsa --preset glm52 --layers 3 --dense-lead 1 --indexer-ln-eps 0 \
       -o "$model" --threads "$jobs" >&2
   else

@@ -347,6 +347,25 @@ TEST_F(GlmFrontends, BenchRowsAndProbesOnGlm) {
         EXPECT_EQ(ids_of(g.out), ids_of(line)) << "frontier " << f;
         EXPECT_EQ(ids_of(line).size(), 4u) << line;
     }
+    // Streamed with one full layer: the same probes; ds4-server takes the flag and checks it
+    // against the model after the load.
+    const std::string streamed = dir_->file("streamed-probes.txt");
+    const auto st = run("ds4-bench", {"-m", q4_, "--threads", "2", "--token-ids", dir_->file("bench-ids.txt"),
+                                      "--ctx-start", "16", "--ctx-max", "48", "--step-incr", "16", "--gen-tokens", "4",
+                                      "--dump-probe-ids", streamed, "--ssd-streaming", "--ssd-streaming-full-layers", "1",
+                                      "--ssd-streaming-cache-experts", "6"});
+    ASSERT_EQ(st.exit_code, 0) << st.err;
+    const auto res = run("ds4-bench", {"-m", q4_, "--threads", "2", "--token-ids", dir_->file("bench-ids.txt"),
+                                       "--ctx-start", "16", "--ctx-max", "48", "--step-incr", "16", "--gen-tokens", "4",
+                                       "--dump-probe-ids", dir_->file("resident-probes.txt")});
+    ASSERT_EQ(res.exit_code, 0) << res.err;
+    EXPECT_EQ(read_file(streamed), read_file(dir_->file("resident-probes.txt")));
+    EXPECT_NE(st.err.find("full layers: the first 1 routed layers (1-1)"), std::string::npos) << st.err;
+    const auto srv = run("ds4-server", {"-m", model_, "--port", "0", "--ssd-streaming", "--ssd-streaming-cache-experts",
+                                        "8", "--ssd-streaming-full-layers", "2"});
+    EXPECT_EQ(srv.exit_code, 1) << srv.err;
+    EXPECT_NE(srv.err.find("ds4-server: --ssd-streaming-full-layers 2: 2 full layers take"), std::string::npos)
+        << srv.err;
 }
 
 }  // namespace
