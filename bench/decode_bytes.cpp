@@ -1,5 +1,5 @@
-// decode_bytes: the weight bytes one decode step reads from a deepseek4 GGUF, to turn decode
-// speed into a share of memory bandwidth (bench/side_by_side.sh). Per token and layer it
+// decode_bytes: the weight bytes one decode step reads from a deepseek4 or glm-dsa GGUF, to
+// turn decode speed into a share of memory bandwidth (bench/side_by_side.sh). Per token and layer it
 // counts every dense tensor in full (attention, compressors, indexer, router, norms, HC), the
 // shared expert in full, n_expert_used of the n_expert routed experts, one row of the token
 // embedding and of tid2eid, and the whole output head.
@@ -11,7 +11,8 @@
 // what ds4 reads for a token decoded after N tokens of context. It skips a ratio-4 layer's
 // indexer queries and weights (indexer.attn_q_b, indexer.proj) while the token sees no more
 // than top-k compressed rows ((N + 1) / 4 <= top_k: model/attention.cpp); the breakdown
-// stays the full count.
+// stays the full count. GLM 5.2 (glm-dsa) computes its indexer queries at every context, so
+// there the two counts agree; its embedded MTP block (blk.<n_layer>) is not counted.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "gguf/reader.h"
 #include "gguf/tensor_type.h"
 #include "model/deepseek4/config.h"
+#include "model/glm/config.h"
 
 namespace {
 
@@ -37,13 +39,30 @@ int layer_of(const std::string& name) {
 
 int run(const std::string& path, const std::vector<int64_t>& ctxs) {
     const auto file = ds4::gguf::File::open(path);
-    const auto cfg = ds4::deepseek4::ModelConfig::from_gguf(*file);
+    // The few numbers of the family's config that the count needs.
+    struct {
+        uint32_t n_layer = 0, n_expert = 0, n_expert_used = 0, n_vocab = 0, indexer_top_k = 0;
+        bool glm = false;
+        ds4::deepseek4::ModelConfig v4;
+        uint32_t compress_ratio(uint32_t il) const { return glm ? 0 : v4.compress_ratio(il); }
+    } cfg;
+    if (file->get_string("general.architecture") == "glm-dsa") {
+        const auto g = ds4::glm::GlmConfig::from_gguf(*file);
+        cfg.glm = true;
+        cfg.n_layer = g.n_layer, cfg.n_expert = g.n_expert, cfg.n_expert_used = g.n_expert_used;
+        cfg.n_vocab = g.n_vocab, cfg.indexer_top_k = g.indexer_top_k;
+    } else {
+        cfg.v4 = ds4::deepseek4::ModelConfig::from_gguf(*file);
+        cfg.n_layer = cfg.v4.n_layer, cfg.n_expert = cfg.v4.n_expert, cfg.n_expert_used = cfg.v4.n_expert_used;
+        cfg.n_vocab = cfg.v4.n_vocab, cfg.indexer_top_k = cfg.v4.indexer_top_k;
+    }
     double dense = 0, routed = 0, shared = 0, embd = 0, output = 0;
     std::map<std::string, double> by_type;  // the same bytes, per tensor type
     std::vector<double> skipped(ctxs.size(), 0.0);  // per --ctx: indexer bytes ds4 skips there
     for (const auto& t : file->tensors()) {
         const double bytes = double(t.n_bytes);
         double read = bytes;
+        if (cfg.glm && layer_of(t.name) >= int(cfg.n_layer)) continue;  // the MTP block
         if (t.name == "token_embd.weight" || contains(t.name, "tid2eid")) {
             read = bytes / double(t.ne[1]);  // one row: the current token's
             embd += read;

@@ -4,7 +4,7 @@
 # the same DeepSeek-V4-Flash-shaped GGUF, plus a memory read-bandwidth probe. Prints a
 # markdown table (docs/PERFORMANCE.md, "Reproducing").
 #
-#   bench/side_by_side.sh [--quick] [--reps N] [--model FILE] [--build DIR] [--threads N]
+#   bench/side_by_side.sh [--quick] [--reps N] [--model FILE] [--glm] [--build DIR] [--threads N]
 #                         [--gen-tokens N] [--batch N] [--jobs N] [--out DIR]
 #                         [--no-build] [--probe-mib N]
 #
@@ -29,7 +29,11 @@
 #
 # The model defaults to models/flash4.gguf (git-ignored): the real Flash per-layer shape, 4
 # layers with compress ratios 4,128,4,128 and the published q2 recipe, written by
-# ds4-gguf-gen if missing (8.9 GiB). The oracle must be installed (scripts/setup.sh).
+# ds4-gguf-gen if missing (8.9 GiB). --glm: models/glm3.gguf instead, GLM 5.2's per-layer shape
+# (glm52 preset: q2_k/q4_k experts, q8_0 dense), 3 layers of which the first is dense (10.0 GiB).
+# The oracle must be installed (scripts/setup.sh). Each run's process times (wall, user, sys:
+# load, warm-up, prefill and decode) are kept in *.time and summed up per engine: on a shared
+# machine the CPU seconds move less than the wall clock.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +49,7 @@ build_first=1
 probe_mib=1024
 out=""
 reps_given=0
+glm=0
 gen_given=0
 
 usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -53,6 +58,7 @@ while [[ $# -gt 0 ]]; do
     --quick) quick=1 ;;
     --reps) reps="$2"; reps_given=1; shift ;;
     --model) model="$2"; shift ;;
+    --glm) glm=1 ;;
     --build) build="$2"; shift ;;
     --threads) threads="$2"; shift ;;
     --gen-tokens) gen="$2"; gen_given=1; shift ;;
@@ -66,6 +72,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
+[[ $glm == 1 && $model == "$root/models/flash4.gguf" ]] && model="$root/models/glm3.gguf"
 cases="512 4096"
 if [[ $quick == 1 ]]; then
   cases="512"
@@ -100,8 +107,14 @@ if [[ ! -f "$model" ]]; then
     echo "side_by_side.sh: $model is missing and $(dirname "$model") has less than 10 GiB free to write it" >&2
     exit 1
   fi
-  echo "== writing $model (4-layer Flash shape, ratios 4,128,4,128, q2 recipe; 8.9 GiB)" >&2
-  "$bin/ds4-gguf-gen" --preset flash --layers 4 --ratios 4,128,4,128 -o "$model" --threads "$jobs" >&2
+  if [[ $glm == 1 ]]; then
+    echo "== writing $model (3-layer GLM 5.2 shape, 1 dense, glm52 q2 recipe; 10.0 GiB)" >&2
+    "$bin/ds4-gguf-gen" --arch glm-dsa --preset glm52 --layers 3 --dense-lead 1 --indexer-ln-eps 0 \
+      -o "$model" --threads "$jobs" >&2
+  else
+    echo "== writing $model (4-layer Flash shape, ratios 4,128,4,128, q2 recipe; 8.9 GiB)" >&2
+    "$bin/ds4-gguf-gen" --preset flash --layers 4 --ratios 4,128,4,128 -o "$model" --threads "$jobs" >&2
+  fi
 fi
 
 ctx_args=""
@@ -130,7 +143,9 @@ run_one() {  # engine case rep
   args+=(--warmup $((ctx < batch ? ctx : batch)))
   [[ $engine == ds4 && -z ${DS4_BENCH_MMAP:-} ]] && args+=(--no-mmap)
   echo "   $engine ctx $ctx rep $rep" >&2
-  if ! "$exe" "${args[@]}" > "$out/$engine-$ctx-r$rep.log" 2>&1; then
+  local timer=()
+  [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -o "$out/$engine-$ctx-r$rep.time" -f "%e %U %S")
+  if ! "${timer[@]}" "$exe" "${args[@]}" > "$out/$engine-$ctx-r$rep.log" 2>&1; then
     echo "side_by_side.sh: $engine failed, see $out/$engine-$ctx-r$rep.log:" >&2
     tail -5 "$out/$engine-$ctx-r$rep.log" >&2
     exit 1
@@ -211,6 +226,23 @@ for ctx, (a, b) in decode.items():
     print(f"- decode at context {ctx} streams {bd * ma / 1e9:.2f} GB/s (ds4, "
           f"{100 * bd * ma / 1e9 / bw:.0f}% of the bandwidth) vs {bpt * mb / 1e9:.2f} GB/s "
           f"(llama.cpp, {100 * bpt * mb / 1e9 / bw:.0f}%)")
+def times(engine, ctx):  # (wall, user + sys) seconds of each repetition's process
+    v = []
+    for r in range(1, reps + 1):
+        try:
+            e, u, s = (float(x) for x in open(f"{out}/{engine}-{ctx}-r{r}.time").read().split()[-3:])
+        except (OSError, ValueError):
+            return []
+        v.append((e, u + s))
+    return v
+for ctx in cases:
+    ta, tb = times("ds4", ctx), times("llama", ctx)
+    if ta and tb:
+        wa, ca = statistics.median(t[0] for t in ta), statistics.median(t[1] for t in ta)
+        wb, cb = statistics.median(t[0] for t in tb), statistics.median(t[1] for t in tb)
+        print(f"- whole process at context {ctx} (load, warm-up, prefill, decode; medians): ds4 "
+              f"{wa:.1f} s wall, {ca:.1f} s CPU; llama.cpp {wb:.1f} s wall, {cb:.1f} s CPU "
+              f"(CPU ratio llama.cpp / ds4 {cb / ca:.2f})")
 probes = []
 for r in range(1, reps + 1):
     m = re.search(r"median ([0-9.]+) GB/s", open(f"{out}/membw-r{r}.txt").read())

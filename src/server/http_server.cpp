@@ -107,7 +107,9 @@ HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, Ser
     if (options_.exact_tool_replay) {
         const chat::ChatFormat* format = format_.get();
         tool_memory_ = std::make_unique<ToolMemory>(
-            [format](std::string_view block) { return format->parse(block, {.thinking = false, .tools = true}); },
+            ToolMemory::BlockParser([format](std::string_view block, const std::string& tools_json) {
+                return format->parse(block, {.thinking = false, .tools = true, .tools_json = tools_json});
+            }),
             options_.tool_memory_max_ids);
     }
     scheduler_.set_tool_memory(tool_memory_.get());
@@ -140,7 +142,9 @@ chat::RenderOptions HttpServer::render_options(chat::ThinkingMode mode, const Re
     o.tools_json = r.tools_json;
     o.response_format_json = r.response_format_json;
     if (ToolMemory* memory = tool_memory_.get())
-        o.exact_tool_block = [memory](const std::vector<chat::ToolCall>& calls) { return memory->replay(calls); };
+        o.exact_tool_block = [memory, tools = r.tools_json](const std::vector<chat::ToolCall>& calls) {
+            return memory->replay(calls, tools);
+        };
     return o;
 }
 
@@ -202,7 +206,9 @@ std::string HttpServer::model_json(const std::string& id) const {
                  {"object", "model"},
                  {"created", 1767225600},
                  {"owned_by", "ds4"},
-                 {"name", options_.model_name},
+                 {"name", !options_.model_name.empty() ? options_.model_name
+                          : architecture_ == "glm-dsa"   ? std::string("GLM 5.2")
+                                                         : std::string("DeepSeek V4 Flash")},
                  {"context_length", ctx},
                  {"top_provider", {{"context_length", ctx},
                                    {"max_completion_tokens", std::min(options_.default_max_tokens, ctx)},
@@ -315,6 +321,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
         ex.send(error(req.path, e.status, e.what(), e.param, e.code));
         return;
     }
+    apply_sampling_defaults(job->request, format_->sampling_defaults());
     const Request& r = job->request;
     const int64_t ctx = ctx_;
     const chat::ThinkingMode mode = format_->effective_thinking(r.thinking, ctx);

@@ -44,7 +44,7 @@ struct ServerOptions {
     double request_timeout_s = 0;         // wall-clock limit of a generation request; 0: none
     bool cors = false;
     std::vector<std::string> allowed_hosts;  // Host names accepted besides localhost and the address
-    std::string model_name = "DeepSeek V4 Flash";
+    std::string model_name;               // /v1/models "name"; empty: the loaded family's ("GLM 5.2", ...)
     SchedulerOptions scheduler;           // slots, prefill quantum, queue bound, session options
     int retry_after_s = 5;                // Retry-After of a 503 when the queue is full
     std::string trace_path;                  // --trace: JSON lines of every request and response

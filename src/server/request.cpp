@@ -102,4 +102,10 @@ Request parse_request(Api api, std::string_view body) {
     return r;
 }
 
+void apply_sampling_defaults(Request& r, const chat::SamplingDefaults& defaults) {
+    if (!r.sampling_given.temperature) r.sampling.temperature = defaults.temperature;
+    if (!r.sampling_given.top_p) r.sampling.top_p = defaults.top_p;
+    if (!r.sampling_given.min_p) r.sampling.min_p = defaults.min_p;
+}
+
 }  // namespace ds4::server

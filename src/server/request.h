@@ -13,6 +13,7 @@
 
 #include "chat/message.h"
 #include "chat/conversation.h"
+#include "chat/format.h"
 #include "common/error.h"
 #include "sampling/sampler.h"
 
@@ -90,8 +91,13 @@ struct Request {
     ToolChoice tool_choice;        // None has already dropped the tools
     std::string response_format_json;  // a JSON schema the answer must follow (prompted, not enforced)
     chat::ThinkingMode thinking = chat::ThinkingMode::High;
-    sampling::SamplerParams sampling;
+    sampling::SamplerParams sampling;  // what the client set, else V4's defaults (see below)
     bool seed_given = false;
+    // Which of temperature, top_p, min_p the client set (and may set: never while thinking);
+    // the rest take the model's chat format defaults (apply_sampling_defaults).
+    struct {
+        bool temperature = false, top_p = false, min_p = false;
+    } sampling_given;
     std::optional<int64_t> max_tokens;  // the client's output limit
     std::vector<std::string> stop;      // stop sequences (non-empty strings)
     bool stream = false;
@@ -102,5 +108,9 @@ struct Request {
 // Parses one request body for `api`. Throws RequestError (never anything else for any input):
 // 400 for a malformed body, 404 for an unknown model.
 Request parse_request(Api api, std::string_view body);
+
+// Gives the sampling knobs the client did not set the format's defaults (spec/PRODUCT.md §9.1:
+// GLM is served with top-p 0.95 and min-p 0; parse_request fills DeepSeek V4's).
+void apply_sampling_defaults(Request& r, const chat::SamplingDefaults& defaults);
 
 }  // namespace ds4::server

@@ -261,8 +261,13 @@ void sampling_fields(Request& r, const ojson& j) {
         else bad("invalid JSON request: 'seed' must be an integer", "seed");
         r.seed_given = true;
     }
+    r.sampling_given = {.temperature = bool(get_number(j, "temperature")), .top_p = bool(get_number(j, "top_p")),
+                        .min_p = bool(get_number(j, "min_p"))};
     // Thinking mode uses the official defaults whatever the client asks (§4.4).
-    if (r.thinking != chat::ThinkingMode::Off) p = sampling::SamplerParams{};
+    if (r.thinking != chat::ThinkingMode::Off) {
+        p = sampling::SamplerParams{};
+        r.sampling_given = {};
+    }
     p.seed = seed;
     r.sampling = p;
 }

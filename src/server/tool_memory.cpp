@@ -8,6 +8,12 @@ namespace ds4::server {
 ToolMemory::ToolMemory(BlockParser parse, size_t max_ids, size_t max_bytes)
     : parse_(std::move(parse)), max_ids_(std::max<size_t>(max_ids, 1)), max_bytes_(max_bytes) {}
 
+ToolMemory::ToolMemory(UntypedBlockParser parse, size_t max_ids, size_t max_bytes)
+    : ToolMemory(BlockParser([parse = std::move(parse)](std::string_view block, const std::string&) {
+                     return parse(block);
+                 }),
+                 max_ids, max_bytes) {}
+
 void ToolMemory::put(const std::string& id, const std::string& block) {
     std::lock_guard lock(mutex_);
     if (auto it = by_id_.find(id); it != by_id_.end()) drop_locked(it->second);
@@ -72,12 +78,12 @@ std::optional<std::string> ToolMemory::block_for(std::span<const std::string> id
     return *block;
 }
 
-std::optional<std::string> ToolMemory::replay(const std::vector<chat::ToolCall>& calls) {
+std::optional<std::string> ToolMemory::replay(const std::vector<chat::ToolCall>& calls, const std::string& tools_json) {
     std::vector<std::string> ids;
     for (const auto& c : calls) ids.push_back(c.id);
     auto block = block_for(ids);
     if (!block) return std::nullopt;
-    const chat::ParsedOutput p = parse_(*block);
+    const chat::ParsedOutput p = parse_(*block, tools_json);
     if (p.malformed || p.unterminated || !p.content.empty() || p.tool_calls.size() != calls.size())
         return std::nullopt;
     for (size_t i = 0; i < calls.size(); ++i) {

@@ -33,10 +33,16 @@ public:
     static constexpr size_t kDefaultMaxBytes = size_t(512) << 20;
 
     // How the chat format reads a bare tool-call block back into its calls (ChatFormat::parse
-    // with {thinking = false, tools = true}): what replay() checks a block with.
-    using BlockParser = std::function<chat::ParsedOutput(std::string_view block)>;
+    // with {thinking = false, tools = true, tools_json}): what replay() checks a block with.
+    // `tools_json` is the replaying request's tools array: a format whose arguments are untyped
+    // text (GLM) types them by it, as the reply that made the calls was parsed, so the check
+    // compares like with like.
+    using BlockParser = std::function<chat::ParsedOutput(std::string_view block, const std::string& tools_json)>;
+    // A parser that needs no tools (V4: the block carries its types).
+    using UntypedBlockParser = std::function<chat::ParsedOutput(std::string_view block)>;
 
     explicit ToolMemory(BlockParser parse, size_t max_ids = kDefaultMaxIds, size_t max_bytes = kDefaultMaxBytes);
+    explicit ToolMemory(UntypedBlockParser parse, size_t max_ids = kDefaultMaxIds, size_t max_bytes = kDefaultMaxBytes);
 
     // Remembers `id` -> `block` as the most recently used entry (replacing an older value of
     // the id); evicts the least recently used entries over the limits.
@@ -47,8 +53,9 @@ public:
     std::optional<std::string> block_for(std::span<const std::string> ids);
     // The block to render for an assistant message's tool calls: block_for(their ids), and
     // only when it parses back to exactly these calls (same count, names and arguments as
-    // JSON values), so a client that edited a call gets the canonical rendering of its edit.
-    std::optional<std::string> replay(const std::vector<chat::ToolCall>& calls);
+    // JSON values; the block parsed with the request's `tools_json`), so a client that edited a
+    // call gets the canonical rendering of its edit.
+    std::optional<std::string> replay(const std::vector<chat::ToolCall>& calls, const std::string& tools_json = {});
 
     size_t size() const;   // remembered ids
     size_t bytes() const;  // bytes of distinct blocks

@@ -1,5 +1,7 @@
 #include "streaming/options.h"
 
+#include <algorithm>
+
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -42,6 +44,13 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
                  "Decode reads only the experts a layer asks for (no background read of the experts "
                  "forecast for the next layer)")
         ->group(group);
+    app.add_option("--ssd-streaming-full-layers", o.full_layers,
+                   "Read the routed experts of the first N routed layers whole into memory and "
+                   "stream the rest (their bytes come out of the cache budget); auto: as many as "
+                   "the budget holds besides two layers' experts; default 0: off")
+        ->option_text("N|auto")
+        ->check(CLI::Validator([](std::string& s) { return full_layers_error(s); }, "N|auto", "full layers"))
+        ->group(group);
     app.add_option("--ssd-streaming-io-threads", o.io_threads,
                    "Parallel reads of one layer's missing experts (default 4)")
         ->option_text("N")
@@ -56,7 +65,7 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
 
 void check(const Options& o) {
     const bool tuned = o.cache_experts != "auto" || o.cold || o.preload_experts >= 0 || !o.preload_file.empty() ||
-                       o.direct || o.io_threads != 4 || !o.read_ahead || !o.lookahead;
+                       o.direct || o.io_threads != 4 || !o.read_ahead || !o.lookahead || o.full_layers != "0";
     if (tuned && !o.enabled)
         fail("the --ssd-streaming-* options need --ssd-streaming");
     if (o.preload_experts >= 0 && o.preload_file.empty())
@@ -111,6 +120,41 @@ void Attachment::write_profile() {
     profile_->write(profile_path_, cache_ ? cache_->slots() : 0);
 }
 
+namespace {
+
+// --ssd-streaming-full-layers against the resolved budget: which routed layers are read whole,
+// and the slots the cache keeps for the others (the budget less their bytes).
+struct FullLayerPlan {
+    std::vector<uint32_t> layers;
+    int64_t streamed_layers = 0;
+    int64_t cache_slots = 0;
+};
+
+FullLayerPlan plan_full_layers(const Options& o, const model::ExpertFileLayout& layout, const Budget& budget,
+                               const BudgetInputs& in) {
+    const std::vector<uint32_t> routed = routed_layers(layout);
+    uint64_t layer_bytes = 0;
+    for (uint32_t il : routed)
+        layer_bytes = std::max(layer_bytes, uint64_t(layout.n_expert) * layout.layers[il].expert_bytes());
+    const int64_t n = resolve_full_layers(parse_full_layers(o.full_layers), budget.slots, in.slot_bytes,
+                                          layer_bytes, int64_t(routed.size()), layout.n_expert);
+    FullLayerPlan p;
+    p.layers.assign(routed.begin(), routed.begin() + n);
+    p.streamed_layers = int64_t(routed.size()) - n;
+    uint64_t full_bytes = 0;
+    for (uint32_t il : p.layers) full_bytes += uint64_t(layout.n_expert) * layout.layers[il].expert_bytes();
+    const int64_t taken = int64_t((full_bytes + in.slot_bytes - 1) / in.slot_bytes);
+    p.cache_slots = std::min(budget.slots - taken, p.streamed_layers * layout.n_expert);
+    if (p.streamed_layers > 0 && p.cache_slots < layout.n_expert_used)
+        fail("--ssd-streaming-full-layers {}: {} full layers take {} of the {} budget, leaving {} experts for the "
+             "cache of the other layers; at least {} are needed (one token's experts of a layer)", o.full_layers, n,
+             human_bytes(full_bytes), human_bytes(budget.bytes), std::max<int64_t>(0, p.cache_slots),
+             layout.n_expert_used);
+    return p;
+}
+
+}  // namespace
+
 std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t reserved) {
     check(o);
     if (!o.enabled && o.profile_out.empty()) return nullptr;
@@ -134,21 +178,45 @@ std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t re
                               .n_expert_used = layout.n_expert_used, .n_layers = layers,
                               .available = model::available_memory(), .reserved = reserved};
         a->budget_ = resolve_budget(req, in);
-        a->cache_ = std::make_shared<ExpertCache>(
-            layout, CacheOptions{.slots = a->budget_.slots, .io_threads = o.io_threads, .direct = o.direct,
-                         .read_ahead = o.read_ahead, .lookahead = o.lookahead});
-        std::string line = describe(a->budget_, in);
-        if (o.direct && !a->cache_->direct()) line += "; O_DIRECT refused by the file system, buffered reads";
-        if (!o.preload_file.empty() && !o.cold) {
+        const FullLayerPlan full = plan_full_layers(o, layout, a->budget_, in);
+        std::string line;
+        if (full.streamed_layers > 0) {
+            Budget& b = a->budget_;
+            b.slots = full.cache_slots;
+            b.bytes = uint64_t(b.slots) * slot_bytes;
+            b.holds_two_layers = b.slots >= 2 * layout.n_expert;
+            a->cache_ = std::make_shared<ExpertCache>(
+                without_layers(layout, full.layers),
+                CacheOptions{.slots = b.slots, .io_threads = o.io_threads, .direct = o.direct,
+                             .read_ahead = o.read_ahead, .lookahead = o.lookahead});
+            BudgetInputs streamed = in;
+            streamed.n_layers = full.streamed_layers;
+            line = describe(b, streamed);
+            if (o.direct && !a->cache_->direct()) line += "; O_DIRECT refused by the file system, buffered reads";
+            source = a->cache_;
+        } else {
+            line = fmt::format("ssd streaming: no expert cache (every routed layer is full)");
+        }
+        if (!full.layers.empty()) {
+            a->full_ = std::make_shared<FullLayers>(layout, full.layers, a->cache_);
+            line += fmt::format("; full layers: the first {} routed layers ({}-{}) resident, {}", full.layers.size(),
+                                full.layers.front(), full.layers.back(), human_bytes(a->full_->bytes()));
+            source = a->full_;
+        }
+        if (!o.preload_file.empty() && !o.cold && a->cache_) {
             const int64_t n = o.preload_experts >= 0 ? o.preload_experts : a->budget_.slots;
-            const auto hot = hottest_experts(o.preload_file, int64_t(layout.layers.size()), layout.n_expert, n);
+            // The full layers are in memory already: the preload seeds the streamed ones.
+            auto hot = hottest_experts(o.preload_file, int64_t(layout.layers.size()), layout.n_expert, -1);
+            std::erase_if(hot, [&](const HotExpert& h) {
+                return std::find(full.layers.begin(), full.layers.end(), h.layer) != full.layers.end();
+            });
+            if (int64_t(hot.size()) > n) hot.resize(size_t(n));
             const int64_t loaded = a->cache_->preload(hot);
             line += fmt::format("; preloaded {} experts from {}", loaded, o.preload_file);
         } else if (!o.preload_file.empty()) {
             line += "; cold start (no preload)";
         }
         log::info("{}", line);
-        source = a->cache_;
     }
     if (!o.profile_out.empty()) {
         a->profile_ = std::make_shared<ProfilingSource>(source, layout);

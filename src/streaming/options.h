@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "streaming/budget.h"
 #include "streaming/expert_cache.h"
+#include "streaming/full_layers.h"
 #include "streaming/profile.h"
 
 namespace ds4::streaming {
@@ -31,6 +32,7 @@ struct Options {
     int io_threads = 4;               // --ssd-streaming-io-threads N
     bool read_ahead = true;           // --ssd-streaming-no-read-ahead turns it off
     bool lookahead = true;            // --ssd-streaming-no-lookahead turns it off
+    std::string full_layers = "0";    // --ssd-streaming-full-layers N|auto (0: off)
     std::string profile_out;          // --expert-profile FILE
 };
 
@@ -48,7 +50,8 @@ int64_t reserved_bytes(const model::Model& m, const model::SequenceOptions& opt,
 class Attachment {
 public:
     ~Attachment();
-    ExpertCache* cache() const { return cache_.get(); }
+    ExpertCache* cache() const { return cache_.get(); }  // null when every routed layer is full
+    FullLayers* full_layers() const { return full_.get(); }  // null without full layers
     ProfilingSource* profile() const { return profile_.get(); }
     const Budget& budget() const { return budget_; }
     // The end-of-run line (hit rate, bytes read, read GB/s), empty without a cache.
@@ -64,6 +67,7 @@ public:
 private:
     friend std::unique_ptr<Attachment> attach(model::Model&, const Options&, int64_t);
     std::shared_ptr<ExpertCache> cache_;
+    std::shared_ptr<FullLayers> full_;
     std::shared_ptr<ProfilingSource> profile_;
     std::string profile_path_;
     bool profile_written_ = false;
@@ -72,7 +76,7 @@ private:
 
 // Sets the model's expert source per `o`: the streaming cache (the model must have been opened
 // with stream_experts = o.enabled), sized by --ssd-streaming-cache-experts against what is
-// available after `reserved` bytes, preloaded from --ssd-streaming-preload unless --cold, and
+// available after `reserved` bytes, less the --ssd-streaming-full-layers read into memory, preloaded from --ssd-streaming-preload unless --cold, and
 // wrapped for --expert-profile. Logs the startup line. Returns nullptr when no flag
 // asks for anything.
 std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t reserved);

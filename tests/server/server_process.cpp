@@ -181,6 +181,24 @@ const std::string& tiny_model() {
     return path;
 }
 
+const std::string& glm_model() {
+    static const std::string path = [] {
+        const std::string gen = test::binary("ds4-gguf-gen");
+        std::error_code ec;
+        const auto stamp = std::filesystem::last_write_time(gen, ec).time_since_epoch().count();
+        const auto size = std::filesystem::file_size(gen, ec);
+        const std::string p = fmt::format("{}/glm-tiny-{}-{}.gguf", DS4_SERVER_TEST_DIR, size, stamp);
+        if (std::filesystem::exists(p)) return p;
+        std::filesystem::create_directories(DS4_SERVER_TEST_DIR);
+        const std::string tmp = fmt::format("{}.{}.tmp", p, getpid());
+        const auto r = test::run_command({gen, "-q", "--arch", "glm-dsa", "--seed", "3", "-o", tmp});
+        if (r.exit_code != 0) fail("ds4-gguf-gen --arch glm-dsa failed: {}", r.output);
+        std::filesystem::rename(tmp, p);
+        return p;
+    }();
+    return path;
+}
+
 ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json& forced, Pipeline pipeline) {
     if (pipeline == Pipeline::from_env && std::find(args.begin(), args.end(), "--role") == args.end())
         if (const int n = pipeline_workers_from_env(); n > 0) {

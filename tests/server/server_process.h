@@ -16,6 +16,8 @@ namespace ds4::servertest {
 
 // Path of the tiny model (ds4-gguf-gen --preset tiny --real-vocab), generated on first use.
 const std::string& tiny_model();
+// Path of the GLM 5.2 tiny model (ds4-gguf-gen --arch glm-dsa), generated on first use.
+const std::string& glm_model();
 
 // `ds4 --role worker` processes holding the later layers of a model on loopback, for a
 // ds4-server coordinator (docs/DISTRIBUTED.md). The layer count (from the file) is split evenly

@@ -138,7 +138,7 @@ constexpr const char* kFooter =
 
 int main(int argc, char** argv) {
     Options o;
-    CLI::App app{"ds4-server: OpenAI / Anthropic compatible HTTP server for DeepSeek V4 Flash "
+    CLI::App app{"ds4-server: OpenAI / Anthropic compatible HTTP server for DeepSeek V4 and GLM 5.2 "
                  "(DwarfStar C++)", "ds4-server"};
     app.get_formatter()->column_width(34);
     ds4::frontend::add_model_flags(app, o,

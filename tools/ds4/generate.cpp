@@ -17,8 +17,9 @@
 
 namespace ds4::cli {
 
-sampling::SamplerParams sampler_params(const Options& o) {
-    return {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p, .min_p = o.min_p,
+sampling::SamplerParams sampler_params(const Options& o, const chat::SamplingDefaults& defaults) {
+    return {.temperature = o.temperature.value_or(defaults.temperature), .top_k = o.top_k,
+            .top_p = o.top_p.value_or(defaults.top_p), .min_p = o.min_p.value_or(defaults.min_p),
             .seed = o.seed ? *o.seed
                            : (uint64_t(std::random_device{}()) << 32 | std::random_device{}())};
 }
@@ -48,7 +49,7 @@ int run_generate(const Options& o) {
         t.max_draft = spec->max_draft();
     }
     t.format = format.get();
-    t.sampling = sampler_params(o);
+    t.sampling = sampler_params(o, format->sampling_defaults());
     if (o.n_given) t.max_tokens = o.n_predict;
     t.thinking = format->effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Off;
     t.progress = isatty(STDERR_FILENO) != 0;

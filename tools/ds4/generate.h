@@ -17,6 +17,7 @@ int run_generate(const Options& o);
 #include "sampling/sampler.h"
 
 namespace ds4::cli {
-// Shared with the interactive chat: the sampler of the options (a random seed unless --seed).
-sampling::SamplerParams sampler_params(const Options& o);
+// Shared with the interactive chat: the sampler of the options (a random seed unless --seed);
+// what the user did not set comes from the chat format's `defaults`.
+sampling::SamplerParams sampler_params(const Options& o, const chat::SamplingDefaults& defaults);
 }  // namespace ds4::cli

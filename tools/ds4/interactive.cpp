@@ -234,7 +234,7 @@ private:
         }
         TurnOptions t;
         t.format = format_.get();
-        t.sampling = sampler_params(o_);
+        t.sampling = sampler_params(o_, format_->sampling_defaults());
         if (o_.n_given) t.max_tokens = o_.n_predict;
         if (spec_) t.max_draft = spec_->max_draft();
         t.thinking = mode != chat::ThinkingMode::Off;

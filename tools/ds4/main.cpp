@@ -57,7 +57,7 @@ ParseResult parse_options(int argc, char** argv) {
 
     ParseResult r;
     Options& o = r.options;
-    CLI::App app{"ds4: DeepSeek V4 Flash inference engine (DwarfStar C++)", "ds4"};
+    CLI::App app{"ds4: DeepSeek V4 and GLM 5.2 inference engine (DwarfStar C++)", "ds4"};
     app.get_formatter()->column_width(34);
     std::string inspect_path;
     auto* inspect = app.add_option("--inspect", inspect_path,
@@ -103,16 +103,20 @@ ParseResult parse_options(int argc, char** argv) {
     think->excludes(nothink)->excludes(think_max);
     nothink->excludes(think_max);
     // The server's rules for the same knobs (sampling/sampler.h).
-    app.add_option("--temp", o.temperature, "Temperature (default 1; 0: greedy)")
+    // Unset knobs take the chat format's defaults (V4: T 1, top-p 1, min-p 0.05; GLM 5.2: top-p
+    // 0.95, min-p 0).
+    float temperature = 1, top_p = 1, min_p = 0;
+    auto* temp_opt = app.add_option("--temp", temperature, "Temperature (default 1; 0: greedy)")
         ->check(cli_checks::real(sampling::temperature_error, ">= 0"))
         ->group("Prompt and sampling");
-    app.add_option("--top-p", o.top_p, "Top-p (default 1: off)")
+    auto* top_p_opt = app.add_option("--top-p", top_p, "Top-p (default: the model's, 1 (off) for V4, 0.95 for GLM)")
         ->check(cli_checks::real(sampling::top_p_error, "in [0, 1]"))
         ->group("Prompt and sampling");
     app.add_option("--top-k", o.top_k, "Top-k (default 0: off)")
         ->check(cli_checks::integer(sampling::top_k_error, "NONNEGATIVE"))
         ->group("Prompt and sampling");
-    app.add_option("--min-p", o.min_p, "Min-p relative to the top token (default 0.05)")
+    auto* min_p_opt = app.add_option("--min-p", min_p,
+                                     "Min-p relative to the top token (default: the model's, 0.05 for V4, 0 for GLM)")
         ->check(cli_checks::real(sampling::min_p_error, "in [0, 1]"))
         ->group("Prompt and sampling");
     uint64_t seed = 0;
@@ -136,6 +140,9 @@ ParseResult parse_options(int argc, char** argv) {
     }
     o.n_given = n_opt->count() > 0;
     if (seed_opt->count() > 0) o.seed = seed;
+    if (temp_opt->count() > 0) o.temperature = temperature;
+    if (top_p_opt->count() > 0) o.top_p = top_p;
+    if (min_p_opt->count() > 0) o.min_p = min_p;
     if (nothink->count() > 0) o.thinking = chat::ThinkingMode::Off;
     if (think_max->count() > 0) o.thinking = chat::ThinkingMode::Max;
     if (prompt->count() > 0 || prompt_file->count() > 0) o.mode = Mode::Generate;

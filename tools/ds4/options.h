@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "chat/format.h"
 #include "chat/render.h"
 #include "frontend/model_options.h"
 #include "speculative/options.h"
@@ -34,10 +35,12 @@ struct Options : frontend::ModelOptions {
     // One-turn chat (-p / --prompt-file, and --dump-tokens without --raw).
     std::string system = "You are a helpful assistant";  // -sys TEXT (empty: no system message)
     chat::ThinkingMode thinking = chat::ThinkingMode::High;  // --think / --nothink / --think-max
-    float temperature = 1.0f;     // --temp (0: greedy)
-    float top_p = 1.0f;           // --top-p
-    int top_k = 0;                // --top-k (0: off)
-    float min_p = 0.05f;          // --min-p
+    // Unset: the chat format's default (ChatFormat::sampling_defaults(); V4: T 1, top-p 1,
+    // min-p 0.05; GLM: T 1, top-p 0.95, min-p 0).
+    std::optional<float> temperature;  // --temp (0: greedy)
+    std::optional<float> top_p;        // --top-p
+    int top_k = 0;                     // --top-k (0: off)
+    std::optional<float> min_p;        // --min-p
     std::optional<uint64_t> seed; // --seed (default: a random seed)
 };
 
