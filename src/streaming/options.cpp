@@ -195,7 +195,10 @@ std::unique_ptr<Attachment> attach(model::Model& m, const Options& o, int64_t re
             if (o.direct && !a->cache_->direct()) line += "; O_DIRECT refused by the file system, buffered reads";
             source = a->cache_;
         } else {
-            line = fmt::format("ssd streaming: no expert cache (every routed layer is full)");
+            a->budget_.slots = 0;
+            a->budget_.bytes = 0;
+            a->budget_.holds_two_layers = false;
+            line = "ssd streaming: no expert cache (every routed layer is full)";
         }
         if (!full.layers.empty()) {
             a->full_ = std::make_shared<FullLayers>(layout, full.layers, a->cache_);
