@@ -1,3 +1,4 @@
+#include "common/version.h"
 #include "options.h"
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,7 @@ ParseResult parse_options(int argc, char** argv) {
     Options& o = r.options;
     CLI::App app{"ds4-bench: prefill and decode throughput at growing context frontiers (DwarfStar "
                  "C++)", "ds4-bench"};
+    ds4::add_version_flag(app, "ds4-bench");
     app.get_formatter()->column_width(30);
     auto* prompt = app.add_option("--prompt-file", o.prompt_file,
                                   "Text to walk, tokenized raw (no BOS, no chat template); needs "

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/version.h"
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "glm_gen.h"
@@ -68,6 +69,7 @@ std::vector<uint8_t> parse_indexer_types(const std::string& s) {
 
 int glm_main(int argc, char** argv) {
     CLI::App app{"ds4-gguf-gen --arch glm-dsa: write a random GLM 5.2 (glm-dsa) GGUF model"};
+    ds4::add_version_flag(app, "ds4-gguf-gen");
     app.footer(kGlmFooter);
     app.get_formatter()->column_width(34);
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/version.h"
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "dspark.h"
@@ -108,6 +109,7 @@ bool wants_glm(int argc, char** argv) {
 int main(int argc, char** argv) {
     if (wants_glm(argc, argv)) return ds4::gen::glm_main(argc, argv);
     CLI::App app{"ds4-gguf-gen: write a random deepseek4 GGUF model"};
+    ds4::add_version_flag(app, "ds4-gguf-gen");
     app.footer(kFooter);
     app.get_formatter()->column_width(34);
 

@@ -118,7 +118,12 @@ std::string default_tokenizer_json() {
     std::vector<fs::path> roots = {fs::current_path()};
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) roots.push_back(exe.parent_path());  // build-*/bin
+    if (!ec) {
+        // An installed package keeps it in PREFIX/share/dwarfstar beside PREFIX/bin.
+        const fs::path installed = exe.parent_path().parent_path() / "share" / "dwarfstar" / "tokenizer.json";
+        if (fs::exists(installed, ec)) return installed.string();
+        roots.push_back(exe.parent_path());  // build-*/bin
+    }
     for (fs::path dir : roots) {
         for (int up = 0; up < 4 && !dir.empty(); ++up, dir = dir.parent_path()) {
             if (fs::exists(dir / rel, ec)) return (dir / rel).string();

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/version.h"
 #include "model/deepseek4/split.h"
 
 namespace {
@@ -37,6 +38,7 @@ bad command line.)";
 
 int main(int argc, char** argv) {
     CLI::App app{"ds4-gguf-split: write a layer range of a deepseek4 GGUF as a standalone GGUF"};
+    ds4::add_version_flag(app, "ds4-gguf-split");
     app.footer(kFooter);
     app.get_formatter()->column_width(30);
     std::string in, out, layers;

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "common/version.h"
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "frontend/run.h"
@@ -140,6 +141,7 @@ int main(int argc, char** argv) {
     Options o;
     CLI::App app{"ds4-server: OpenAI / Anthropic compatible HTTP server for DeepSeek V4 and GLM 5.2 "
                  "(DwarfStar C++)", "ds4-server"};
+    ds4::add_version_flag(app, "ds4-server");
     app.get_formatter()->column_width(34);
     ds4::frontend::add_model_flags(app, o,
                                    {.model_group = "Model and runtime",

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
 #include "common/cli_checks.h"
 #include "common/error.h"
 #include "eval.h"
@@ -58,6 +59,7 @@ ParseResult parse_options(int argc, char** argv) {
     ParseResult r;
     Options& o = r.options;
     CLI::App app{"ds4: DeepSeek V4 and GLM 5.2 inference engine (DwarfStar C++)", "ds4"};
+    ds4::add_version_flag(app, "ds4");
     app.get_formatter()->column_width(34);
     std::string inspect_path;
     auto* inspect = app.add_option("--inspect", inspect_path,
