@@ -47,7 +47,8 @@ for t in $tools; do
   grep -qx "usr/share/man/man1/$t.1.gz" "$tmp/files" || fail "man page of $t missing"
 done
 for f in usr/share/doc/dwarfstar/README.md usr/share/doc/dwarfstar/SERVER.md \
-         usr/share/dwarfstar/tokenizer.json; do
+         usr/share/dwarfstar/tokenizer.json usr/lib/systemd/system/ds4-server@.service \
+         usr/share/doc/dwarfstar/examples/ds4-server.conf usr/share/doc/dwarfstar/examples/haproxy.cfg; do
   grep -qx "$f" "$tmp/files" || fail "$f missing"
 done
 if grep -E 'usr/bin/.*(_test|_bench|oracle|membw)' "$tmp/files"; then fail "test or bench binaries packaged"; fi
@@ -70,6 +71,17 @@ done
 reply=$("$root/usr/bin/ds4" -m "$tmp/default.gguf" -p "Hello! Who are you?" --nothink -n 8 --temp 0 2>"$tmp/ds4.err") ||
   { cat "$tmp/ds4.err"; fail "installed ds4 failed on the default model"; }
 [ -n "$reply" ] || fail "installed ds4 printed no reply"
+# The unit as packaged, pointed at the unpacked binary: systemd-analyze finds no error (it only
+# warns on bad values, so any output fails) and rates its exposure 2.0 or better ("OK").
+if command -v systemd-analyze >/dev/null; then
+  unit="$tmp/ds4-server@test.service"
+  sed "s|/usr/bin/ds4-server|$root/usr/bin/ds4-server|" "$root/usr/lib/systemd/system/ds4-server@.service" >"$unit"
+  out=$(systemd-analyze verify --man=no "$unit" 2>&1) || fail "systemd-analyze verify: $out"
+  [ -z "$out" ] || fail "systemd-analyze verify complained: $out"
+  systemd-analyze security --offline=true --threshold=20 "$unit" >"$tmp/security.txt" 2>&1 ||
+    { tail -3 "$tmp/security.txt"; fail "the unit's exposure is above 2.0"; }
+  echo "unit: $(grep -o 'Overall exposure level.*' "$tmp/security.txt")"
+fi
 echo "unpacked package: $(wc -l <"$tmp/files") entries, tools ran, reply: ${reply:0:60}"
 
 # 5. A real install on a throwaway machine.
