@@ -344,7 +344,10 @@ std::optional<StopReason> Generator::advance(const std::function<bool(int32_t)>&
         if (stop) break;
         if (ends_reply(id)) { stop = StopReason::Eos; break; }
         ++usage_.emitted;
-        if (!on_token(id)) { stop = StopReason::Caller; break; }
+        token_row_ = j;
+        const bool go_on = on_token(id);
+        token_row_ = -1;
+        if (!go_on) { stop = StopReason::Caller; break; }
         if (usage_.emitted >= opt_.max_tokens) { stop = StopReason::Length; break; }
         // The emitted token needs a position, and the one after it room to be emitted.
         if (logits_pos_ + j + 1 >= ctx) { stop = StopReason::ContextFull; break; }

@@ -197,6 +197,11 @@ public:
     // it), verifying drafts as described above. Returns the stop reason, or nullopt when the
     // pending token (and its drafts) must be evaluated first. Requires ready().
     std::optional<StopReason> advance(const std::function<bool(int32_t)>& on_token);
+    // Inside on_token: the logits the reported token was sampled from (the row of its position,
+    // n_vocab values; a banned id holds -inf). Empty outside the callback.
+    std::span<const float> token_logits() const {
+        return token_row_ < 0 ? std::span<const float>() : row_logits(token_row_);
+    }
 
     // The whole prompt is held and the logits of its last position are ready to sample.
     bool ready() const;
@@ -258,6 +263,7 @@ private:
     DraftNeeds needs_;                // of drafter_
     std::vector<float> hidden_, captured_;  // the drafter's outputs of the rows in flight
     Rows out_{};
+    int64_t token_row_ = -1;  // the row of the token being reported to on_token, else -1
     bool in_flight_ = false;
     bool unverified_ = false;    // a generation step was evaluated and advance() not yet run
     bool last_decode_ = false;

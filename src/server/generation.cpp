@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "sampling/logprobs.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -133,12 +134,24 @@ void Generation::deliver(const std::string& piece) {
     out_.clear();
 }
 
-bool Generation::token(int32_t id) {
+bool Generation::token(int32_t id, std::span<const float> logits) {
     ++emitted_;
     // A token counts as reasoning while the parser has not seen </think> before it.
-    if (job_.thinking && parser_->content_start() < 0) ++reasoning_;
+    const bool reasoning = job_.thinking && parser_->content_start() < 0;
+    if (reasoning) ++reasoning_;
     deliver(stops_.feed(decoder_.push(id)));
+    if (job_.request.logprobs >= 0 && !reasoning && !logits.empty()) report_logprobs(id, logits);
     return !stops_.hit() && !parser_->block_closed();
+}
+
+void Generation::report_logprobs(int32_t id, std::span<const float> logits) {
+    const tokenizer::Tokenizer& tok = format_.tokenizer();
+    const sampling::LogprobsAt at = sampling::logprobs_at(logits, id, job_.request.logprobs);
+    TokenLogprobs t{.token = tok.token_bytes(id), .logprob = at.logprob, .top = {}};
+    for (const auto& alt : at.top) t.top.emplace_back(tok.token_bytes(alt.id), alt.logprob);
+    job_.writer->logprobs(t, out_);
+    job_.channel->push(std::move(out_));
+    out_.clear();
 }
 
 void Generation::finish(engine::StopReason reason) {

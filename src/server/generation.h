@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,9 +48,10 @@ public:
     void prefill_progress();
     // The prompt is evaluated: the response starts.
     void begin(const Usage& usage, double prefill_seconds);
-    // A sampled id (never EOS). False when generation must stop after it (a stop sequence,
-    // the end of a tool-call block).
-    bool token(int32_t id);
+    // A sampled id (never EOS) and the logits it was sampled from (for the request's logprobs;
+    // may be empty when none were asked). False when generation must stop after it (a stop
+    // sequence, the end of a tool-call block).
+    bool token(int32_t id, std::span<const float> logits = {});
     // The end: the last events, the finish record, the channel closed; one log line.
     void finish(engine::StopReason reason);
     // A failure (before or after begin()): HTTP error or SSE error event; the channel closed.
@@ -61,6 +63,7 @@ public:
     bool in_tool_block() const { return parser_->block_started() && !parser_->block_closed(); }
 
 private:
+    void report_logprobs(int32_t id, std::span<const float> logits);
     void deliver(const std::string& piece);
 
     Job& job_;

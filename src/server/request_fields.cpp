@@ -296,6 +296,26 @@ void stop_field(Request& r, const ojson& j, const char* key) {
     }
 }
 
+// OpenAI allows 20 alternatives on chat (5 on legacy completions; ours take 20 on both).
+constexpr int64_t kMaxTopLogprobs = 20;
+
+void chat_logprobs(Request& r, const ojson& j) {
+    const bool on = get_bool(j, "logprobs").value_or(false);
+    const std::optional<int64_t> top = get_int(j, "top_logprobs");
+    if (top && (*top < 0 || *top > kMaxTopLogprobs))
+        bad(fmt::format("invalid JSON request: 'top_logprobs' must be in [0, {}]", kMaxTopLogprobs), "top_logprobs");
+    if (top && !on) bad("invalid JSON request: 'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (on) r.logprobs = int(top.value_or(0));
+}
+
+void completion_logprobs(Request& r, const ojson& j) {
+    const std::optional<int64_t> n = get_int(j, "logprobs");
+    if (!n) return;
+    if (*n < 0 || *n > kMaxTopLogprobs)
+        bad(fmt::format("invalid JSON request: 'logprobs' must be an integer in [0, {}]", kMaxTopLogprobs), "logprobs");
+    r.logprobs = int(*n);
+}
+
 void stream_fields(Request& r, const ojson& j) {
     r.stream = get_bool(j, "stream").value_or(false);
     if (const ojson* so = get_object(j, "stream_options"))

@@ -45,6 +45,9 @@ void sampling_fields(Request& r, const ojson& j);  // after thinking_controls
 void max_tokens_field(Request& r, const ojson& j, std::initializer_list<const char*> keys);
 void stop_field(Request& r, const ojson& j, const char* key);
 void stream_fields(Request& r, const ojson& j);
+// logprobs: chat's `logprobs` (bool) + `top_logprobs` (0-20); completions' `logprobs` (0-20).
+void chat_logprobs(Request& r, const ojson& j);
+void completion_logprobs(Request& r, const ojson& j);
 void response_format(Request& r, const ojson* format, const ojson* schema_holder, const char* key);
 
 // The per-API parsers.

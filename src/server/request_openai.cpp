@@ -45,7 +45,7 @@ void parse_chat(Request& r, const ojson& j) {
     chat_tools(r, j);
     apply_tool_choice(r, j);
     if (auto n = get_int(j, "n"); n && *n != 1) bad("n other than 1 is not supported", "n");
-    if (get_bool(j, "logprobs").value_or(false)) bad("logprobs are not supported", "logprobs");
+    chat_logprobs(r, j);
     if (const ojson* rf = field(j, "response_format"))
         response_format(r, rf, rf->is_object() ? get_object(*rf, "json_schema") : nullptr, "response_format");
     max_tokens_field(r, j, {"max_completion_tokens", "max_tokens"});
@@ -67,6 +67,7 @@ void parse_completions(Request& r, const ojson& j) {
         bad("missing prompt", "prompt");
     }
     r.messages.push_back(message(chat::Role::User, prompt));
+    completion_logprobs(r, j);
     max_tokens_field(r, j, {"max_tokens"});
     stop_field(r, j, "stop");
     stream_fields(r, j);

@@ -288,7 +288,7 @@ void Scheduler::fail(Slot& s, const std::string& message, int status) {
 // A slot whose logits are ready: its generator samples (verifying drafts), reports each token
 // to the request's output and either leaves a token pending or stops.
 void Scheduler::after_logits(Slot& s) {
-    if (const auto stop = s.gen->advance([&](int32_t id) { return s.out->token(id); })) end(s, *stop);
+    if (const auto stop = s.gen->advance([&](int32_t id) { return s.out->token(id, s.gen->token_logits()); })) end(s, *stop);
 }
 
 void Scheduler::restart(Slot& s) {

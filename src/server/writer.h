@@ -45,12 +45,23 @@ struct ResponseMeta {
     int64_t created = 0;
 };
 
+// One answer token's log-probabilities (Request::logprobs >= 0; sampling/logprobs.h): its
+// bytes, its natural-log probability, and the most likely alternatives at its position.
+struct TokenLogprobs {
+    std::string token;
+    float logprob = 0;
+    std::vector<std::pair<std::string, float>> top;
+};
+
 class ApiWriter {
 public:
     virtual ~ApiWriter() = default;
     virtual void begin(const Usage& prompt_usage, std::string& out) = 0;
     virtual void event(const chat::OutputEvent& e, std::string& out) = 0;
     virtual void finish(const FinishInfo& f, std::string& out) = 0;
+    // After a token's text went to event(): its log-probabilities (chat and completions report
+    // them, streamed as a chunk of their own or gathered into the final body; others ignore).
+    virtual void logprobs(const TokenLogprobs&, std::string&) {}
     // The HTTP status of a non-streaming answer: 200, except where the API has no way to
     // report an error in a normal body (Anthropic: f.error_status on Finish::Error).
     virtual int status(const FinishInfo&) const { return 200; }

@@ -44,6 +44,37 @@ namespace {
 // Invalid UTF-8 from a random model must not make dump() throw.
 std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
+ojson byte_values(const std::string& s) {
+    ojson a = ojson::array();
+    for (unsigned char c : s) a.push_back(int(c));
+    return a;
+}
+
+// Chat's logprobs.content entry (its `token` may hold a partial UTF-8 sequence; `bytes` is exact).
+ojson chat_logprob_entry(const TokenLogprobs& t) {
+    ojson top = ojson::array();
+    for (const auto& [token, lp] : t.top)
+        top.push_back({{"token", token}, {"logprob", lp}, {"bytes", byte_values(token)}});
+    return {{"token", t.token}, {"logprob", t.logprob}, {"bytes", byte_values(t.token)}, {"top_logprobs", top}};
+}
+
+// Legacy completions' parallel arrays.
+struct CompletionLogprobs {
+    ojson tokens = ojson::array(), token_logprobs = ojson::array(), top = ojson::array(),
+          offsets = ojson::array();
+    void add(const TokenLogprobs& t, int64_t offset) {
+        tokens.push_back(t.token);
+        token_logprobs.push_back(t.logprob);
+        ojson alternatives = ojson::object();
+        for (const auto& [token, lp] : t.top) alternatives[token] = lp;
+        top.push_back(alternatives);
+        offsets.push_back(offset);
+    }
+    ojson json() const {
+        return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+    }
+};
+
 ojson openai_usage(const Usage& u) {
     return {{"prompt_tokens", u.prompt},
             {"completion_tokens", u.completion},
@@ -55,7 +86,7 @@ ojson openai_usage(const Usage& u) {
 class ChatWriter : public ApiWriter {
 public:
     ChatWriter(const Request& req, const ResponseMeta& meta)
-        : stream_(req.stream), include_usage_(req.include_usage), meta_(meta),
+        : stream_(req.stream), include_usage_(req.include_usage), logprobs_on_(req.logprobs >= 0), meta_(meta),
           id_("chatcmpl-" + std::to_string(meta.seq)) {}
 
     void begin(const Usage&, std::string& out) override {
@@ -81,6 +112,14 @@ public:
                 break;
             case K::ToolCallEnd: break;
         }
+    }
+
+    void logprobs(const TokenLogprobs& t, std::string& out) override {
+        if (!stream_) {
+            logprobs_.push_back(chat_logprob_entry(t));
+            return;
+        }
+        out += chunk(ojson::object(), nullptr, {{"content", ojson::array({chat_logprob_entry(t)})}});
     }
 
     void finish(const FinishInfo& f, std::string& out) override {
@@ -109,7 +148,8 @@ public:
             msg["tool_calls"] = calls;
         }
         ojson j = base("chat.completion");
-        j["choices"] = ojson::array({{{"index", 0}, {"message", msg}, {"logprobs", nullptr},
+        j["choices"] = ojson::array({{{"index", 0}, {"message", msg},
+                                      {"logprobs", logprobs_on_ ? ojson{{"content", logprobs_}} : ojson()},
                                       {"finish_reason", to_string(f.reason)}}});
         j["usage"] = openai_usage(f.usage);
         out += dump(j);
@@ -126,23 +166,24 @@ private:
         return {{"id", id_}, {"object", object}, {"created", meta_.created}, {"model", meta_.model},
                 {"system_fingerprint", "ds4"}};
     }
-    std::string chunk(ojson delta, const char* finish = nullptr) const {
+    std::string chunk(ojson delta, const char* finish = nullptr, ojson logprobs = ojson()) const {
         ojson j = base("chat.completion.chunk");
-        j["choices"] = ojson::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr},
+        j["choices"] = ojson::array({{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)},
                                       {"finish_reason", finish ? ojson(finish) : ojson()}}});
         return sse(dump(j));
     }
 
-    bool stream_, include_usage_;
+    bool stream_, include_usage_, logprobs_on_;
     ResponseMeta meta_;
     std::string id_;
     std::vector<std::string> ids_;
+    ojson logprobs_ = ojson::array();  // non-streaming: every answer token's entry
 };
 
 class CompletionWriter : public ApiWriter {
 public:
     CompletionWriter(const Request& req, const ResponseMeta& meta)
-        : stream_(req.stream), include_usage_(req.include_usage), meta_(meta),
+        : stream_(req.stream), include_usage_(req.include_usage), logprobs_on_(req.logprobs >= 0), meta_(meta),
           id_("cmpl-" + std::to_string(meta.seq)) {}
 
     void begin(const Usage&, std::string&) override {}
@@ -151,6 +192,20 @@ public:
         // The completion text is the answer; reasoning and tool calls are not part of it.
         if (stream_ && e.kind == chat::OutputEvent::Kind::Content && !e.text.empty())
             out += sse(dump(with_choice(e.text, nullptr)));
+    }
+
+    void logprobs(const TokenLogprobs& t, std::string& out) override {
+        const int64_t offset = text_bytes_;
+        text_bytes_ += int64_t(t.token.size());
+        if (!stream_) {
+            logprobs_.add(t, offset);
+            return;
+        }
+        CompletionLogprobs one;
+        one.add(t, offset);
+        ojson j = with_choice("", nullptr);
+        j["choices"][0]["logprobs"] = one.json();
+        out += sse(dump(j));
     }
 
     void finish(const FinishInfo& f, std::string& out) override {
@@ -166,6 +221,7 @@ public:
             return;
         }
         ojson j = with_choice(f.parsed.content, to_string(f.reason));
+        if (logprobs_on_) j["choices"][0]["logprobs"] = logprobs_.json();
         if (!f.parsed.reasoning.empty()) j["choices"][0]["reasoning_content"] = f.parsed.reasoning;
         j["usage"] = openai_usage(f.usage);
         out += dump(j);
@@ -186,9 +242,11 @@ private:
         return j;
     }
 
-    bool stream_, include_usage_;
+    bool stream_, include_usage_, logprobs_on_;
     ResponseMeta meta_;
     std::string id_;
+    CompletionLogprobs logprobs_;  // non-streaming: every answer token's
+    int64_t text_bytes_ = 0;       // bytes of the answer tokens so far (text_offset)
 };
 
 }  // namespace

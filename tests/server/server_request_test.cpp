@@ -112,6 +112,16 @@ TEST(ServerRequest, ChatMessagesToolsAndLimits) {
     EXPECT_TRUE(parse(Api::Chat, none).tools_json.empty());
 }
 
+TEST(ServerRequest, LogprobsFields) {
+    EXPECT_EQ(parse_request(Api::Chat, R"({"messages":[{"content":"x"}]})").logprobs, -1);
+    EXPECT_EQ(parse_request(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":false})").logprobs, -1);
+    EXPECT_EQ(parse_request(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":true})").logprobs, 0);
+    EXPECT_EQ(parse_request(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":true,"top_logprobs":20})").logprobs,
+              20);
+    EXPECT_EQ(parse_request(Api::Completions, R"({"prompt":"x","logprobs":3})").logprobs, 3);
+    EXPECT_EQ(parse_request(Api::Completions, R"({"prompt":"x","logprobs":null})").logprobs, -1);
+}
+
 TEST(ServerRequest, ResponseFormatSchemaGoesToThePrompt) {
     const json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
     const Request c = parse(Api::Chat, chat_body({{"response_format", {{"type", "json_schema"},
@@ -231,7 +241,11 @@ TEST(ServerRequest, RejectionsCarryStatusAndParam) {
     EXPECT_EQ(error_of(Api::Completions, R"({"prompt":5})").param, "prompt");
     EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":[]})").what()), "missing input");
     EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"n":2})").param, "n");
-    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":true})").param, "logprobs");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":1})").param, "logprobs");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"top_logprobs":3})").param, "top_logprobs");
+    EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"logprobs":true,"top_logprobs":21})").param,
+              "top_logprobs");
+    EXPECT_EQ(error_of(Api::Completions, R"({"prompt":"x","logprobs":-1})").param, "logprobs");
     EXPECT_EQ(error_of(Api::Chat, R"({"messages":[{"content":"x"}],"response_format":{"type":"grammar"}})").param,
               "response_format");
     EXPECT_EQ(std::string(error_of(Api::Responses, R"({"input":"x","tool_choice":"sometimes"})").what()),
