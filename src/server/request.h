@@ -103,6 +103,9 @@ struct Request {
     bool stream = false;
     bool include_usage = false;         // chat/completions: stream_options.include_usage
     bool reasoning_summary = false;     // responses: reasoning.summary opted in to reasoning events
+    // messages: thinking.display "omitted": the model still thinks, but the thinking blocks are
+    // sent empty (with their signature, so a client can hand them back) and never streamed.
+    bool thinking_omitted = false;
     // chat: `logprobs: true` with `top_logprobs` alternatives (0-20); completions: `logprobs: N`
     // (0-20). -1: none asked. Reported for the answer's tokens, not the reasoning's.
     int logprobs = -1;

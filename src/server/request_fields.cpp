@@ -213,6 +213,10 @@ void thinking_controls(Request& r, const ojson& j) {
             if (type == "disabled") r.thinking = chat::ThinkingMode::Off;
             else if (type == "enabled" || type == "adaptive") r.thinking = chat::ThinkingMode::High;
             else bad(fmt::format("invalid JSON request: unknown thinking type '{}'", type), "thinking");
+            const std::string display = get_string(*t, "display", "summarized");
+            if (display != "summarized" && display != "omitted")
+                bad(fmt::format("invalid JSON request: unknown thinking display '{}'", display), "thinking");
+            r.thinking_omitted = display == "omitted";
         } else {
             bad("invalid JSON request: 'thinking' must be an object or a boolean", "thinking");
         }

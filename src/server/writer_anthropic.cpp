@@ -34,7 +34,7 @@ ojson usage_json(const Usage& u, int64_t output) {
 class AnthropicWriter : public ApiWriter {
 public:
     AnthropicWriter(const Request& req, const ResponseMeta& meta)
-        : stream_(req.stream), meta_(meta), id_("msg_" + random_hex(12)) {}
+        : stream_(req.stream), omit_thinking_(req.thinking_omitted), meta_(meta), id_("msg_" + random_hex(12)) {}
 
     void begin(const Usage& u, std::string& out) override {
         if (!stream_) return;
@@ -51,7 +51,7 @@ public:
                 saw_thinking_ = true;
                 if (e.text.empty()) return;
                 open(out, Block::Thinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
-                delta(out, {{"type", "thinking_delta"}, {"thinking", e.text}});
+                if (!omit_thinking_) delta(out, {{"type", "thinking_delta"}, {"thinking", e.text}});
                 break;
             case K::Content:
                 if (e.text.empty()) return;
@@ -97,7 +97,7 @@ public:
         const auto& p = f.parsed;
         ojson content = ojson::array();
         if (!p.reasoning.empty())
-            content.push_back({{"type", "thinking"}, {"thinking", p.reasoning}, {"signature", id_}});
+            content.push_back({{"type", "thinking"}, {"thinking", omit_thinking_ ? "" : p.reasoning}, {"signature", id_}});
         if (!p.content.empty() || (content.size() == 1 && p.tool_calls.empty()) ||
             (content.empty() && p.tool_calls.empty()))
             content.push_back({{"type", "text"}, {"text", p.content}});
@@ -152,6 +152,7 @@ private:
     }
 
     bool stream_;
+    bool omit_thinking_;
     ResponseMeta meta_;
     std::string id_;
     Block block_ = Block::None;

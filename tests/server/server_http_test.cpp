@@ -299,6 +299,42 @@ TEST(ServerAnthropic, StreamingThinkingAndToolUseEventSequence) {
     EXPECT_GT(stop["usage"]["output_tokens"].get<int>(), 0);
 }
 
+// Claude Code asks for thinking: {type: adaptive, display: omitted}: the model still thinks (the
+// answer after </think> is the same), but no thinking text is sent, streamed or not; the
+// thinking block stays, empty and signed, so the client can hand it back.
+TEST(ServerAnthropic, OmittedThinkingDisplaySendsNoThinkingText) {
+    ServerProcess s({}, json::array({"<think>Secret reasoning.</think>Sunny.", "<think>Secret reasoning.</think>Sunny."}));
+    json req = {{"max_tokens", 100}, {"thinking", {{"type", "adaptive"}, {"display", "omitted"}}},
+                {"messages", {{{"role", "user"}, {"content", "weather?"}}}}};
+    auto r = post(s.url() + "/v1/messages", req);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = r.json();
+    ASSERT_EQ(j["content"].size(), 2u) << j.dump();
+    EXPECT_EQ(j["content"][0]["type"], "thinking");
+    EXPECT_EQ(j["content"][0]["thinking"], "");
+    EXPECT_EQ(j["content"][0]["signature"], j["id"]);
+    EXPECT_EQ(j["content"][1]["text"], "Sunny.");
+    EXPECT_EQ(r.body.find("Secret"), std::string::npos);
+
+    req["stream"] = true;
+    auto st = post(s.url() + "/v1/messages", req);
+    ASSERT_EQ(st.status, 200) << st.body;
+    EXPECT_EQ(st.body.find("Secret"), std::string::npos);
+    EXPECT_EQ(st.body.find("thinking_delta"), std::string::npos);
+    EXPECT_NE(st.body.find("\"type\":\"thinking\""), std::string::npos);  // the empty block
+    EXPECT_NE(st.body.find("signature_delta"), std::string::npos);
+    std::string text;
+    for (const auto& e : parse_sse(st.body)) {
+        if (e.event != "content_block_delta") continue;
+        const json d = json::parse(e.data);
+        if (d["delta"]["type"] == "text_delta") text += d["delta"]["text"].get<std::string>();
+    }
+    EXPECT_EQ(text, "Sunny.");
+
+    req["thinking"]["display"] = "verbose";
+    EXPECT_EQ(post(s.url() + "/v1/messages", req).status, 400);
+}
+
 TEST(ServerAnthropic, NonStreamingContentAndToolResultHistory) {
     ServerProcess s({}, json::array({"<think>Thought.</think>Sunny, 20 C."}));
     json req = {{"max_tokens", 100},
