@@ -93,8 +93,8 @@ struct Request {
     chat::ThinkingMode thinking = chat::ThinkingMode::High;
     sampling::SamplerParams sampling;  // what the client set, else V4's defaults (see below)
     bool seed_given = false;
-    // Which of temperature, top_p, min_p the client set (and may set: never while thinking);
-    // the rest take the model's chat format defaults (apply_sampling_defaults).
+    // Which of temperature, top_p, min_p the client set (explicit knobs apply in thinking mode
+    // too); the rest take the model's chat format defaults (apply_sampling_defaults).
     struct {
         bool temperature = false, top_p = false, min_p = false;
     } sampling_given;

@@ -267,11 +267,8 @@ void sampling_fields(Request& r, const ojson& j) {
     }
     r.sampling_given = {.temperature = bool(get_number(j, "temperature")), .top_p = bool(get_number(j, "top_p")),
                         .min_p = bool(get_number(j, "min_p"))};
-    // Thinking mode uses the official defaults whatever the client asks (§4.4).
-    if (r.thinking != chat::ThinkingMode::Off) {
-        p = sampling::SamplerParams{};
-        r.sampling_given = {};
-    }
+    // Explicit knobs win in thinking mode too (upstream ignores them there, §4.4; issue 36:
+    // a client that sets a temperature means it).
     p.seed = seed;
     r.sampling = p;
 }

@@ -59,7 +59,7 @@ TEST(ServerRequest, ThinkingControlsAndModelAliases) {
     EXPECT_THROW(parse(Api::Chat, chat_body({{"reasoning_effort", "extreme"}})), RequestError);
 }
 
-TEST(ServerRequest, SamplingKnobsApplyOnlyWithoutThinking) {
+TEST(ServerRequest, ExplicitSamplingKnobsApplyWithAndWithoutThinking) {
     const json knobs = {{"temperature", 0.2}, {"top_p", 0.5}, {"top_k", 7}, {"min_p", 0.3}, {"seed", 42}};
     json off = knobs;
     off["think"] = false;
@@ -69,13 +69,20 @@ TEST(ServerRequest, SamplingKnobsApplyOnlyWithoutThinking) {
     EXPECT_EQ(a.sampling.top_k, 7);
     EXPECT_FLOAT_EQ(a.sampling.min_p, 0.3f);
     EXPECT_EQ(a.sampling.seed, 42u);
-    const Request b = parse(Api::Chat, chat_body(knobs));  // thinking: official defaults, seed kept
-    EXPECT_FLOAT_EQ(b.sampling.temperature, 1.0f);
-    EXPECT_FLOAT_EQ(b.sampling.top_p, 1.0f);
-    EXPECT_EQ(b.sampling.top_k, 0);
-    EXPECT_FLOAT_EQ(b.sampling.min_p, 0.05f);
+    const Request b = parse(Api::Chat, chat_body(knobs));  // thinking: the client's knobs still
+    EXPECT_NE(b.thinking, chat::ThinkingMode::Off);
+    EXPECT_FLOAT_EQ(b.sampling.temperature, 0.2f);
+    EXPECT_FLOAT_EQ(b.sampling.top_p, 0.5f);
+    EXPECT_EQ(b.sampling.top_k, 7);
+    EXPECT_FLOAT_EQ(b.sampling.min_p, 0.3f);
     EXPECT_EQ(b.sampling.seed, 42u);
     EXPECT_TRUE(b.seed_given);
+    // Knobs not set take the defaults, thinking or not.
+    const Request c = parse(Api::Chat, chat_body({{"temperature", 0.7}}));
+    EXPECT_FLOAT_EQ(c.sampling.temperature, 0.7f);
+    EXPECT_FLOAT_EQ(c.sampling.top_p, 1.0f);
+    EXPECT_EQ(c.sampling.top_k, 0);
+    EXPECT_FLOAT_EQ(c.sampling.min_p, 0.05f);
 }
 
 TEST(ServerRequest, ChatMessagesToolsAndLimits) {
