@@ -13,6 +13,8 @@
 #include <fstream>
 
 #include "gguf/reader.h"
+#include "model/deepseek4/config.h"
+#include "model/deepseek4/layout.h"
 #include "quant/quant.h"
 #include "quantize/ggml_quantize.h"
 #include "quantize/imatrix.h"
@@ -174,6 +176,47 @@ TEST_F(QuantizeTool, DryRunOverwriteAndErrors) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.output.find("model-00002-of-00007.safetensors"), std::string::npos) << r.output;
     EXPECT_FALSE(std::filesystem::exists(file("cut.gguf")));
+}
+
+TEST_F(QuantizeTool, SpliceTakesTheChosenLayersExpertsFromTheDonor) {
+    const std::string splice = test::binary("ds4-splice");
+    auto r = run_command({splice, "--base", file("f32.gguf"), "--donor", file("mix.gguf"), "--layers", "2-3,5",
+                          "--out", file("sp.gguf")});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto base = gguf::File::open(file("f32.gguf"));
+    const auto donor = gguf::File::open(file("mix.gguf"));
+    const auto sp = gguf::File::open(file("sp.gguf"));
+    ASSERT_EQ(sp->tensors().size(), base->tensors().size());
+    int from_donor = 0;
+    for (const auto& t : sp->tensors()) {
+        const bool expert = t.name.find("_exps.weight") != std::string::npos;
+        const bool chosen = t.name.rfind("blk.2.", 0) == 0 || t.name.rfind("blk.3.", 0) == 0 || t.name.rfind("blk.5.", 0) == 0;
+        const gguf::File& src = expert && chosen ? *donor : *base;
+        const auto& o = src.tensor(t.name);
+        from_donor += &src == donor.get();
+        EXPECT_EQ(t.type, o.type) << t.name;
+        ASSERT_EQ(t.n_bytes, o.n_bytes) << t.name;
+        EXPECT_EQ(std::memcmp(sp->data(t), src.data(o), t.n_bytes), 0) << t.name;
+    }
+    EXPECT_EQ(from_donor, 9);
+    EXPECT_EQ(sp->get_string("quantize.splice.layers"), "2-3,5");
+    // The engine accepts the mixed file.
+    const auto cfg = deepseek4::ModelConfig::from_gguf(*sp);
+    EXPECT_NO_THROW(deepseek4::validate_tensors(*sp, cfg));
+
+    // Files of different models, layers out of range, an existing output: errors, no file.
+    const std::string gen = test::binary("ds4-gguf-gen");
+    ASSERT_EQ(run_command({gen, "-q", "--seed", "5", "--ff", "512", "-o", file("other.gguf")}).exit_code, 0);
+    r = run_command({splice, "--base", file("f32.gguf"), "--donor", file("other.gguf"), "--layers", "1", "--out", file("x.gguf")});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("different models"), std::string::npos) << r.output;
+    r = run_command({splice, "--base", file("f32.gguf"), "--donor", file("mix.gguf"), "--layers", "4-9", "--out", file("x.gguf")});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("layer 6 is not in"), std::string::npos) << r.output;
+    r = run_command({splice, "--base", file("f32.gguf"), "--donor", file("mix.gguf"), "--layers", "1", "--out", file("sp.gguf")});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.output.find("--force"), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(file("x.gguf")));
 }
 
 }  // namespace
