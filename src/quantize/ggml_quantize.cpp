@@ -14,6 +14,9 @@
 #include "quant/quant.h"
 
 namespace ds4::quantize {
+
+void iq2_xxs_row_ggml(const float* x, void* dst, int64_t n, const float* qw);  // ggml_iq2_xxs.cpp
+
 namespace {
 
 using namespace ds4::quant;
@@ -270,7 +273,7 @@ bool ggml_exact(TensorType t) {
     switch (t) {
         case TensorType::F32: case TensorType::F16: case TensorType::BF16: case TensorType::Q8_0:
         case TensorType::Q4_0: case TensorType::Q2_K: case TensorType::Q4_K: case TensorType::Q5_K:
-        case TensorType::Q6_K:
+        case TensorType::Q6_K: case TensorType::IQ2_XXS:
             return true;
         default:
             return false;
@@ -293,6 +296,10 @@ void quantize_rows(TensorType t, const float* src, void* dst, int64_t nrows, int
             case TensorType::Q4_K: q4_k_row(x, reinterpret_cast<BlockQ4_K*>(out), n_per_row, importance); break;
             case TensorType::Q5_K: q5_k_row(x, reinterpret_cast<BlockQ5_K*>(out), n_per_row, importance); break;
             case TensorType::Q6_K: q6_k_row(x, reinterpret_cast<BlockQ6_K*>(out), n_per_row, importance); break;
+            case TensorType::IQ2_XXS:
+                if (importance) iq2_xxs_row_ggml(x, out, n_per_row, importance);
+                else quant::quantize_row(t, x, out, n_per_row, nullptr);
+                break;
             default: quant::quantize_row(t, x, out, n_per_row, importance); break;
         }
     }

@@ -6,9 +6,11 @@
 // IQ2_XXS that one minimises the weighted error by its own search (quant/kquant_fit.h) and
 // the generator's test models are made with it, so it stays as it is.
 //
-// Exact for Q8_0, Q4_0, Q2_K, Q4_K, Q5_K and Q6_K; F32, F16 and BF16 are conversions (exact
-// by definition). Other engine formats (IQ2_XXS, MXFP4) fall back to quant::quantize_row;
-// ggml_exact() says which. tests/oracle/quantize_ggml_oracle_test.cpp holds the bytes equal.
+// Exact for Q8_0, Q4_0, Q2_K, Q4_K, Q5_K, Q6_K and IQ2_XXS; F32, F16 and BF16 are
+// conversions (exact by definition). ggml's IQ2_XXS needs importance weights: without them
+// (ggml would abort) this falls back to the engine's quantizer (unit weights). MXFP4 is the
+// engine's. ggml_exact() says which. tests/oracle/quantize_ggml_oracle_test.cpp holds the
+// bytes equal.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@
 
 namespace ds4::quantize {
 
-// Whether quantize_rows() writes ggml's bytes for type t (with and without importance).
+// Whether quantize_rows() writes ggml's bytes for type t (IQ2_XXS: given importance).
 bool ggml_exact(TensorType t);
 
 // nrows rows of n_per_row values (a multiple of t's block size) into t's blocks, as

@@ -55,6 +55,20 @@ TEST_P(QuantizeGgml, BytesEqualGgmlWithImportance) {
                           quant::testing::dist_name(dist));
 }
 
+// IQ2_XXS: ggml quantizes it only with importance weights (it aborts without).
+TEST(QuantizeGgmlIq2xxs, BytesEqualGgmlWithImportance) {
+    const TensorType t = TensorType::IQ2_XXS;
+    ASSERT_TRUE(quantize::ggml_exact(t));
+    const auto imp = make_importance(5);
+    expect_same_bytes(t, make_values(kValues / 64, 6), kRow, imp.data(), "mixed rows, x^2-like");
+    const std::vector<float> ones(kRow, 1.f);
+    expect_same_bytes(t, make_values(kValues / 64, 7), kRow, ones.data(), "mixed rows, ones");
+    uint32_t seed = 60;
+    for (Dist dist : quant::testing::kAllDists)
+        expect_same_bytes(t, quant::testing::random_values(dist, 1 << 13, seed++), kRow, imp.data(),
+                          quant::testing::dist_name(dist));
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, QuantizeGgml,
                          ::testing::Values(TensorType::Q8_0, TensorType::Q4_0, TensorType::Q2_K,
                                            TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K),
