@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -70,6 +71,26 @@ private:
     int last_ = -1;
     clock::time_point t0_ = clock::now();
 };
+
+// fn(i) for i in [0, n) on the pool (this thread without one); the first exception of any
+// task is rethrown here once all have finished.
+void parallel(ThreadPool* pool, int64_t n, const std::function<void(int64_t)>& fn) {
+    std::mutex mu;
+    std::exception_ptr first;
+    auto run = [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+            try {
+                fn(i);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (!first) first = std::current_exception();
+            }
+        }
+    };
+    if (pool && n > 1) pool->parallel_for(n, run, 1);
+    else run(0, n);
+    if (first) std::rethrow_exception(first);
+}
 
 }  // namespace
 
@@ -152,31 +173,34 @@ void Producer::produce(const PlanItem& item, std::span<uint8_t> out) const {
     // Chunks of rows of one matrix (~256 Ki values), so one importance vector serves a chunk.
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(per_matrix, (int64_t(1) << 18) / n));
     const int64_t chunks_per_matrix = (per_matrix + chunk - 1) / chunk;
-    std::mutex mu;
-    std::exception_ptr first;
-    auto work = [&](int64_t b, int64_t e) {
-        try {
+    // IQ2_XXS without an imatrix entry: ggml cannot quantize it, so upstream's weights stand in,
+    // per matrix (expert) the sum over its rows of each column's square, in row order.
+    std::vector<float> synthetic;
+    const bool need_synthetic = item.type == TensorType::IQ2_XXS && !(imatrix && imatrix->weights(t.name, n, matrices, 0));
+    if (need_synthetic) {
+        synthetic.assign(size_t(matrices * n), 0.0f);
+        parallel(pool, matrices, [&](int64_t m) {
             std::vector<float> buf(size_t(chunk * n));
-            for (int64_t c = b; c < e; ++c) {
-                const int64_t m = c / chunks_per_matrix;
-                const int64_t r0 = m * per_matrix + (c % chunks_per_matrix) * chunk;
+            float* syn = synthetic.data() + m * n;
+            for (int64_t r0 = m * per_matrix; r0 < (m + 1) * per_matrix; r0 += chunk) {
                 const int64_t nr = std::min(chunk, (m + 1) * per_matrix - r0);
                 rows(t, r0, nr, buf.data());
-                const float* imp = imatrix ? imatrix->weights(t.name, n, matrices, m) : nullptr;
-                quantize_rows(item.type, buf.data(), out.data() + size_t(r0) * rb, nr, n, imp);
+                for (int64_t r = 0; r < nr; ++r)
+                    for (int64_t c = 0; c < n; ++c) syn[c] += buf[size_t(r * n + c)] * buf[size_t(r * n + c)];
             }
-        } catch (...) {
-            std::lock_guard<std::mutex> lock(mu);
-            if (!first) first = std::current_exception();
-        }
-    };
-    const int64_t total = matrices * chunks_per_matrix;
-    if (pool && total > 1) {
-        pool->parallel_for(total, work, 1);
-    } else {
-        work(0, total);
+        });
     }
-    if (first) std::rethrow_exception(first);
+    parallel(pool, matrices * chunks_per_matrix, [&](int64_t c) {
+        thread_local std::vector<float> buf;
+        buf.resize(size_t(chunk * n));
+        const int64_t m = c / chunks_per_matrix;
+        const int64_t r0 = m * per_matrix + (c % chunks_per_matrix) * chunk;
+        const int64_t nr = std::min(chunk, (m + 1) * per_matrix - r0);
+        rows(t, r0, nr, buf.data());
+        const float* imp = need_synthetic ? synthetic.data() + m * n
+                                          : imatrix ? imatrix->weights(t.name, n, matrices, m) : nullptr;
+        quantize_rows(item.type, buf.data(), out.data() + size_t(r0) * rb, nr, n, imp);
+    });
 }
 
 void write_output(const Plan& plan, const Producer& p, const std::string& out_path, const WriteOptions& o) {

@@ -146,6 +146,29 @@ TEST_F(QuantizeTool, ImatrixWeightsEachExpertWithItsOwnSlice) {
     EXPECT_NE(std::memcmp(want.data(), out->data(q), per), 0);
 }
 
+TEST_F(QuantizeTool, Iq2xxsWithoutImatrixUsesEachExpertsColumnEnergy) {
+    // ggml's IQ2_XXS needs weights; without an imatrix, upstream's stand-in: per expert the
+    // sum over its rows of each column's square.
+    auto r = quantize({"--in", file("f32.gguf"), "--tensor-type", "blk.4.ffn_gate_exps.weight=iq2_xxs", "--out", file("iq.gguf")});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto src = gguf::File::open(file("f32.gguf"));
+    const auto out = gguf::File::open(file("iq.gguf"));
+    const auto& t = src->tensor("blk.4.ffn_gate_exps.weight");
+    const auto& q = out->tensor(t.name);
+    ASSERT_EQ(q.type, TensorType::IQ2_XXS);
+    const int64_t n = t.ne[0], rows = t.ne[1];
+    const size_t per = row_bytes(TensorType::IQ2_XXS, n) * size_t(rows);
+    std::vector<uint8_t> want(per);
+    for (int64_t e = 0; e < t.ne[2]; e += 3) {
+        const float* x = reinterpret_cast<const float*>(src->data(t)) + e * rows * n;
+        std::vector<float> energy(size_t(n), 0.0f);
+        for (int64_t i = 0; i < rows; ++i)
+            for (int64_t c = 0; c < n; ++c) energy[size_t(c)] += x[i * n + c] * x[i * n + c];
+        quantize::quantize_rows(TensorType::IQ2_XXS, x, want.data(), rows, n, energy.data());
+        EXPECT_EQ(std::memcmp(want.data(), out->data(q) + e * per, per), 0) << "expert " << e;
+    }
+}
+
 TEST_F(QuantizeTool, DryRunOverwriteAndErrors) {
     auto r = quantize({"--in", file("f32.gguf"), "--dry-run", "--experts", "q2_k"});
     ASSERT_EQ(r.exit_code, 0) << r.output;
