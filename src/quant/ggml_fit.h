@@ -25,9 +25,18 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L, const float* qw)
 
 // Codes with a min: L_i = clamp(round((x_i - min) / scale), 0, nmax); returns scale and writes
 // -min (min <= 0). The least-squares (scale, min) over the weights, after a search of nstep + 1
-// candidate inverse scales (rmin + rdelta k + nmax) / (max - min) by weighted squared error
-// (ggml's make_qkx2_quants, use_mad false).
+// candidate inverse scales (rmin + rdelta k + nmax) / (max - min) by weighted squared error, or
+// by weighted absolute error when use_mad (ggml's make_qkx2_quants; with non-null weights also
+// its make_qkx3_quants, whose only difference is the x^2 default). nstep < 1: the first fit
+// (inverse scale nmax / (max - min)) as it is. n <= 256.
 float fit_with_min(int n, int nmax, const float* x, const float* weights, uint8_t* L,
-                   float* neg_min, float rmin, float rdelta, int nstep);
+                   float* neg_min, float rmin, float rdelta, int nstep, bool use_mad = false);
+
+// Non-negative values onto codes 0..nmax with one positive scale (ggml's make_qp_quants: the
+// K-quants' scales and mins under an importance matrix): a search of 9 inverse scales
+// (nmax + 0.1 k) / max, then up to 5 passes that move single codes while the weighted fit
+// improves; returns the least-squares scale. All values < 1e-15: codes 0, scale 0. Codes are
+// written as ggml does, through uint8_t (a value above max cannot occur: max is the largest).
+float fit_positive(int n, int nmax, const float* x, uint8_t* L, const float* weights);
 
 }  // namespace ds4::quant::ggml_fit

@@ -41,11 +41,12 @@ done < <(tr ',' '\n' <<<"$depends" | sed 's/(.*//; s/|.*//; s/ //g' | grep .)
 
 # 3. The files: tools, man pages, docs, tokenizer; nothing from the tests or benchmarks.
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./||' >"$tmp/files"
-tools="ds4 ds4-server ds4-bench ds4-gguf-gen ds4-gguf-split"
+tools="ds4 ds4-server ds4-bench ds4-gguf-gen ds4-gguf-split ds4-quantize ds4-splice ds4-score"
 for t in $tools; do
   grep -qx "usr/bin/$t" "$tmp/files" || fail "usr/bin/$t missing"
   grep -qx "usr/share/man/man1/$t.1.gz" "$tmp/files" || fail "man page of $t missing"
 done
+grep -qx "usr/bin/deepseek4-quantize" "$tmp/files" || fail "usr/bin/deepseek4-quantize missing"
 for f in usr/share/doc/dwarfstar/README.md usr/share/doc/dwarfstar/SERVER.md \
          usr/share/dwarfstar/tokenizer.json usr/lib/systemd/system/ds4-server@.service \
          usr/share/doc/dwarfstar/examples/ds4-server.conf usr/share/doc/dwarfstar/examples/haproxy.cfg; do
@@ -59,6 +60,10 @@ dpkg-deb -x "$deb" "$root"
 cd "$tmp"
 unset DS4_TOKENIZER_JSON
 for t in $(ls "$root/usr/bin"); do
+  if [ -L "$root/usr/bin/$t" ]; then  # upstream's names for ours (deepseek4-quantize)
+    [ -x "$root/usr/bin/$(readlink "$root/usr/bin/$t")" ] || fail "$t links to a missing tool"
+    continue
+  fi
   out=$("$root/usr/bin/$t" --version) || fail "$t --version exited $?"
   [ "$out" = "$t $version (DwarfStar C++)" ] || fail "$t --version printed '$out'"
   "$root/usr/bin/$t" --help >/dev/null || fail "$t --help exited $?"

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "dspark.h"
 #include "glm_gen.h"
+#include "hf_out.h"
 #include "mtp.h"
 #include "options.h"
 #include "vocab.h"
@@ -177,6 +178,11 @@ int main(int argc, char** argv) {
     app.add_flag("--mtp-embedded", mtp_embedded,
                  "put the same MTP head into the model file (llama.cpp's blk.<L>.nextn layout)");
     app.add_flag("-q,--quiet", quiet, "no progress output");
+    std::string hf_out, hf_dtypes = "official";
+    app.add_option("--hf-out", hf_out, "also write the same weights as an official-style safetensors directory");
+    app.add_option("--hf-dtypes", hf_dtypes, "official (FP8/FP4/BF16 as the release) | f32 (exact values)")
+        ->check(CLI::IsMember({"official", "f32"}))
+        ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
     try {
@@ -214,6 +220,8 @@ int main(int argc, char** argv) {
         }
         ds4::gen::generate(plan, out, log);
         if (!dspark_out.empty()) ds4::gen::generate_dspark(plan, dspark_out, log);
+        if (!hf_out.empty())
+            ds4::gen::write_hf(plan, hf_out, hf_dtypes == "f32" ? ds4::gen::HfDtypes::F32 : ds4::gen::HfDtypes::Official, log);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "ds4-gguf-gen: error: %s\n", e.what());
         return 1;
