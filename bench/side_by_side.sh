@@ -16,7 +16,8 @@
 # The ratio column divides the medians; "paired" is the median of the per-repetition ratios
 # (the two engines of one repetition ran back to back, in the same minute of the machine).
 # Each repetition starts with a short bandwidth probe (3 reads), listed per repetition with
-# the decode rows, beside the long probe at the end.
+# the decode rows, beside the long probe at the end, which also states the int8 peak that the
+# prefill rows are measured against (tools/ds4-bench/machine_limits.h: vpdpbusd per cycle x clock).
 # Default 5 repetitions: on a shared VM one repetition in a slow minute is common, and the
 # median of 5 stays put with up to two of them (with 3, one slow run can move it).
 # --quick: 2 repetitions of the 512 case only (a smoke run of the whole pipeline).
@@ -174,7 +175,7 @@ for ((r = 1; r <= reps; r++)); do
 done
 
 echo "== memory read bandwidth" >&2
-"$bin/membw_probe" --mib "$probe_mib" --threads "$threads" --reps 9 | tee "$out/membw.txt" >&2
+"$bin/membw_probe" --mib "$probe_mib" --threads "$threads" --reps 9 --int8-peak | tee "$out/membw.txt" >&2
 
 python3 - "$out" "$reps" "$threads" "$gen" "$cases" "$model" "$batch" > "$out/summary.md" <<'EOF'
 import csv, re, statistics, sys
@@ -220,6 +221,20 @@ print()
 print(f"- memory read bandwidth ({threads} thread(s), membw_probe after the runs): {bw:.1f} GB/s")
 print(f"- weight bytes read per decode token (decode_bytes): {bpt / 1e6:.0f} MB; ds4 "
       + ", ".join(f"{bpt_ds4[c] / 1e6:.0f} MB at context {c}" for c in decode))
+# Prefill against the int8 peak: 2 x the weight values a prompt token multiplies
+# (decode_bytes; attention's work not counted) x t/s, over membw_probe --int8-peak's peak.
+ops = float(re.search(r"prefill_ops_per_token (\d+)", db).group(1))
+peak_m = re.search(r"int8_peak_gops ([0-9.]+)", open(f"{out}/membw.txt").read())
+peak = float(peak_m.group(1)) if peak_m else 0.0
+how = re.search(r"^(int8 peak .*)$", open(f"{out}/membw.txt").read(), re.M)
+if how:
+    print(f"- {how.group(1)}")
+for ctx in cases:
+    a, b = values("ds4", ctx, "prefill_tps"), values("llama", ctx, "prefill_tps")
+    ga, gb = ops * statistics.median(a) / 1e9, ops * statistics.median(b) / 1e9
+    share = (lambda g: f", {100 * g / peak:.1f}% of the int8 peak") if peak > 0 else (lambda g: "")
+    print(f"- prefill of a {ctx}-token prompt runs the weight products at {ga:.0f} GOP/s (ds4{share(ga)}) "
+          f"vs {gb:.0f} GOP/s (llama.cpp{share(gb)}); {ops / 1e9:.2f} GOP per token")
 for ctx, (a, b) in decode.items():
     ma, mb = statistics.median(a), statistics.median(b)
     bd = bpt_ds4[ctx]

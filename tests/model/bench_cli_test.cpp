@@ -423,6 +423,40 @@ TEST_F(BenchCli, DecodeBytesLeavesOutTheIndexerQueriesBelowTopK) {
     EXPECT_NE(run_command({binary("decode_bytes"), model_, "--ctx", "x"}).exit_code, 0);
 }
 
+// --limits: each row says how far it is from the read bandwidth and the int8 peak (given
+// here, so the test probes nothing), a step of --sessions N rows reads the first row's bytes
+// plus N - 1 rows' routed experts (decode_bytes' counts), and its share of the bandwidth is
+// that step x steps/s over the bandwidth.
+TEST_F(BenchCli, LimitsPrintEachRowsShareOfBandwidthAndPeak) {
+    const std::string csv = dir_.file("out.csv");
+    const auto r = bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "32", "--gen-tokens",
+                          "3", "--sessions", "2", "--csv", csv, "--limits", "--membw", "0.5",
+                          "--int8-peak", "100"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto db = run_command({binary("decode_bytes"), model_, "--ctx", "32"});
+    ASSERT_EQ(db.exit_code, 0) << db.output;
+    auto number_after = [](const std::string& text, const std::string& key) {
+        const auto at = text.find(key);
+        EXPECT_NE(at, std::string::npos) << key << " missing:\n" << text;
+        return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
+    };
+    const double step = number_after(db.output, "bytes_per_token_at 32 ") +
+                        number_after(db.output, "routed_bytes_per_row ");
+    const auto rows = read_csv(csv);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_NE(r.output.find("limits: read bandwidth 0.50 GB/s (--membw)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("of the int8 peak (100 GOP/s)"), std::string::npos) << r.output;
+    const double share = number_after(r.output, "steps/s = ");  // GB/s, then the share
+    EXPECT_NEAR(share, step * rows[0].gen_tps / 2 / 1e9, 0.006 + 1e-3 * share) << r.output;
+    EXPECT_NE(r.output.find("memory-bound ceiling"), std::string::npos) << r.output;
+    // Without --limits, none of it; --membw alone is a usage error.
+    const auto plain = bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "32",
+                              "--gen-tokens", "1"});
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    EXPECT_EQ(plain.output.find("limits"), std::string::npos) << plain.output;
+    EXPECT_NE(bench({"--token-ids", ids_file_, "--membw", "5"}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace ds4::deepseek4
 

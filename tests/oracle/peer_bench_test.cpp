@@ -111,6 +111,13 @@ TEST(PeerBench, SideBySideScriptRunsEndToEnd) {
     EXPECT_NE(all.find("| 1 | "), std::string::npos) << all;
     EXPECT_NE(all.find("memory read bandwidth"), std::string::npos) << all;
     EXPECT_NE(all.find("decode at context 512 streams"), std::string::npos) << all;
+    // Prefill against the int8 peak (membw_probe --int8-peak, decode_bytes' ops per token).
+    EXPECT_NE(all.find("- prefill of a 512-token prompt runs the weight products at "), std::string::npos) << all;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) {
+        EXPECT_NE(all.find("- int8 peak "), std::string::npos) << all;
+        EXPECT_NE(all.find("% of the int8 peak)"), std::string::npos) << all;
+    }
     for (const char* engine : {"ds4", "llama"}) {
         const auto csv = read_lines(out + "/" + engine + "-512-r1.csv");
         ASSERT_EQ(csv.size(), 2u) << engine;

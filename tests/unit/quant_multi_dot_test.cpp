@@ -11,6 +11,7 @@
 
 #include "common/half.h"
 #include "quant/iq2_xxs/iq2_xxs_vbmi.h"
+#include "quant/q8_0/q8_0.h"
 #include "quant/quant.h"
 
 namespace ds4::quant {
@@ -200,6 +201,47 @@ TEST(MultiDot, Iq2xxsLookupAndVbmiPathsAgree) {
         SCOPED_TRACE(n);
         expect_iq2xxs_paths_agree(n);
     }
+}
+
+// The AVX-512 Q8_0 kernel runs 2-8 activation rows (verification steps, a few sequences) by
+// its few-row path: each weight chunk transposed in registers and applied to every row. Its
+// results equal the scalar reference (q8_0.h's arithmetic) bit for bit, for every row count of
+// that path and the first beyond it, over partial chunks, several 4096-column segments and
+// enough weight rows to run past the prefetch distance; extreme codes included (weights -128
+// and 127, activations +-127: the unsigned flip and its correction).
+TEST(MultiDot, Q8_0FewRowsEqualTheScalarReference) {
+    if (!isa_supported(Isa::Avx512Vnni)) GTEST_SKIP() << "no AVX-512 VNNI";
+    const MultiDotFn multi = multi_dot_kernel(TensorType::Q8_0, Isa::Avx512Vnni);
+    std::mt19937 rng(33);
+    for (const int64_t n : {32, 544, 4096, 8736})
+        for (const int64_t rows : {1, 3, 29}) {
+            auto W = random_weights(TensorType::Q8_0, rows, n, rng);
+            const size_t rb = row_bytes(TensorType::Q8_0, n);
+            for (size_t b = 0; b < W.size() / 34; b += 5)  // every fifth block at the extremes
+                for (int i = 0; i < 32; ++i) W[b * 34 + 2 + size_t(i)] = uint8_t(i % 2 ? 0x80 : 0x7f);
+            for (int64_t n_act = 2; n_act <= 9; ++n_act) {
+                std::normal_distribution<float> g(0.f, 1.f);
+                std::vector<float> x(static_cast<size_t>(n));
+                const size_t ab = row_bytes(TensorType::Q8_0, n);
+                std::vector<uint8_t> A(ab * size_t(n_act));
+                std::vector<const void*> act(static_cast<size_t>(n_act));
+                for (int64_t a = 0; a < n_act; ++a) {
+                    for (size_t i = 0; i < x.size(); ++i) x[i] = a == 1 && i % 64 < 32 ? (i % 2 ? 1.f : -1.f) : g(rng);
+                    quantize_activation(TensorType::Q8_0, x.data(), A.data() + size_t(a) * ab, n);
+                    act[size_t(a)] = A.data() + size_t(a) * ab;
+                }
+                std::vector<float> Y(size_t(rows * n_act), -1.f);
+                std::vector<float*> y(static_cast<size_t>(n_act));
+                for (int64_t a = 0; a < n_act; ++a) y[size_t(a)] = Y.data() + a * rows;
+                multi(n, W.data(), rb, rows, act.data(), n_act, y.data());
+                for (int64_t a = 0; a < n_act; ++a)
+                    for (int64_t r = 0; r < rows; ++r) {
+                        const float want = dot_q8_0_scalar(n, W.data() + size_t(r) * rb, act[size_t(a)]);
+                        ASSERT_EQ(std::bit_cast<uint32_t>(Y[size_t(a * rows + r)]), std::bit_cast<uint32_t>(want))
+                            << "n=" << n << " rows=" << rows << " acts=" << n_act << " row " << r << " act " << a;
+                    }
+            }
+        }
 }
 
 TEST(MultiDot, NoneForFormatsWithoutOneOrInCompatMode) {

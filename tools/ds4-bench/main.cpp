@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "frontend/startup.h"
 #include "frontend/token_ids.h"
 #include "frontier.h"
+#include "machine_limits.h"
 #include "model/model.h"
 #include "options.h"
 #include "report.h"
@@ -22,6 +24,35 @@
 
 namespace ds4::bench {
 namespace {
+
+// --limits: the step count of the file, the bandwidth (probed now unless --membw) and the int8
+// peak (measured unless --int8-peak), printed before the table.
+Limits measure_limits(const Options& o, const gguf::File& file, int threads) {
+    Limits l;
+    l.count = count_step(file);
+    if (o.membw_gbps > 0) {
+        l.membw_gbps = o.membw_gbps;
+        std::printf("limits: read bandwidth %.2f GB/s (--membw)\n", l.membw_gbps);
+    } else {
+        const Bandwidth bw = probe_bandwidth(1024, threads, 3);
+        l.membw_gbps = bw.gbps;
+        std::printf("limits: read bandwidth %.2f GB/s (probed now: 1 GiB, %d threads, median of 3 reads, "
+                    "range %.2f-%.2f)\n", bw.gbps, threads, bw.min, bw.max);
+    }
+    if (o.int8_peak_gops > 0) {
+        l.int8_peak_gops = o.int8_peak_gops;
+        std::printf("limits: int8 peak %.0f GOP/s (--int8-peak)\n", l.int8_peak_gops);
+    } else {
+        const Int8Peak p = probe_int8_peak(threads);
+        l.int8_peak_gops = p.gops;
+        std::printf("limits: %s\n", p.how().c_str());
+    }
+    const StepCount& c = l.count;
+    std::printf("limits: a decode step reads %.0f MB (%.0f MB at context 0), of which %.0f MB routed experts "
+                "per row; a prompt token multiplies %.3f G weight values (%.3f GOP)\n",
+                c.all() / 1e6, c.at(0) / 1e6, c.routed / 1e6, c.prefill_macs / 1e9, 2 * c.prefill_macs / 1e9);
+    return l;
+}
 
 int run(const Options& o) {
     const std::vector<int32_t> file_ids =
@@ -98,6 +129,8 @@ int run(const Options& o) {
         for (const double p : o.spec_aid_accept) std::printf(" %g", p);
         std::printf("; outputs checked against plain greedy decoding\n");
     }
+    const std::optional<Limits> limits = o.limits ? std::optional<Limits>(measure_limits(o, file, started.threads))
+                                                  : std::nullopt;
     CsvWriter csv(o.csv, spec);
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> probes(nullptr, &std::fclose);
     if (!o.dump_probe_ids.empty()) {
@@ -107,6 +140,9 @@ int run(const Options& o) {
     print_table_header(stdout, spec);
     run_sweep(model, ids, so, [&](const Row& r, const std::vector<int32_t>& probe) {
         print_table_row(stdout, r, spec);
+        if (limits)
+            if (const std::string line = limits_line(r, *limits); !line.empty())
+                std::printf("    limits: %s\n", line.c_str());
         csv.add(r);
         if (probes && r.draft_max == 0) {  // the verified probes decode the same ids
             for (size_t i = 0; i < probe.size(); ++i)

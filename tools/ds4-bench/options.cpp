@@ -47,6 +47,17 @@ ParseResult parse_options(int argc, char** argv) {
                    "Write ctx_tokens,prefill_tokens,prefill_tps,gen_tokens,gen_tps,kvcache_bytes,"
                    "sessions, one row per frontier")
         ->option_text("OUT")->group("Output");
+    auto* limits = app.add_flag("--limits", o.limits,
+                 "After each row, its distance from the machine's limits: decode bytes per step x "
+                 "steps/s against the read bandwidth (probed before the walk: 1 GiB, 3 reads), "
+                 "prefill weight ops per token x t/s against the int8 peak, and with --sessions N "
+                 "the bytes a step must read and the memory-bound ceiling")
+        ->group("Output");
+    app.add_option("--membw", o.membw_gbps, "With --limits: the read bandwidth in GB/s instead of probing it")
+        ->option_text("GBPS")->check(CLI::PositiveNumber)->needs(limits)->group("Output");
+    app.add_option("--int8-peak", o.int8_peak_gops,
+                   "With --limits: the int8 peak in GOP/s instead of measuring it")
+        ->option_text("GOPS")->check(CLI::PositiveNumber)->needs(limits)->group("Output");
     app.add_option("--dump-probe-ids", o.dump_probe_ids,
                    "Write each probe's greedy token ids, one line per frontier (diagnostics)")
         ->option_text("FILE")->group("Output");

@@ -32,6 +32,12 @@ struct Options : frontend::ModelOptions {
     std::vector<double> spec_aid_accept{1.0};
     bool spec_aid_backoff = false;  // --spec-aid-backoff: the generator's draft back-off on
     speculative::SpecOptions spec;  // --mtp, --dspark, ...: a probe with the real drafter too
+    // --limits: each row also says how far it is from the machine's limits (machine_limits.h): decode
+    // against the read bandwidth (probed once before the walk unless --membw gives it), prefill
+    // against the int8 peak (measured unless --int8-peak gives it).
+    bool limits = false;
+    double membw_gbps = 0;      // --membw GB/s (0: probe)
+    double int8_peak_gops = 0;  // --int8-peak GOP/s (0: measure)
 };
 
 struct ParseResult {
