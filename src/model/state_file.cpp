@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -141,6 +142,10 @@ std::vector<float> StateReader::floats(uint64_t n, const char* what) {
     if (n > left / sizeof(float)) bad(fmt::format("{}: {} floats in {} bytes", what, n, left));
     std::vector<float> v(n);
     get(v.data(), n * sizeof(float), what);
+    // A model never writes NaN or infinity into a state; one that holds them (a file forged
+    // with recomputed checksums) would poison every answer continued from it.
+    for (size_t i = 0; i < v.size(); ++i)
+        if (!std::isfinite(v[i])) bad(fmt::format("{}: value {} of {} is not finite", what, i, n));
     return v;
 }
 

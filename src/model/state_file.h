@@ -71,7 +71,8 @@ public:
 
     uint32_t u32(const char* what);
     uint64_t u64(const char* what);
-    // n floats; n is checked against the bytes left before anything is allocated.
+    // n floats; n is checked against the bytes left before anything is allocated, and a
+    // non-finite value (NaN, infinity) is an error.
     std::vector<float> floats(uint64_t n, const char* what);
     // Starts layer section `layer` (the next in order) and returns its recorded layer hash;
     // end_layer() checks the section was read exactly.
