@@ -103,7 +103,19 @@ struct Request {
     bool stream = false;
     bool include_usage = false;         // chat/completions: stream_options.include_usage
     bool reasoning_summary = false;     // responses: reasoning.summary opted in to reasoning events
+    // Who the conversation belongs to, for the logs and a load balancer's affinity (docs/
+    // SERVER.md "Session affinity"): the X-DS4-Session header (set by the server), else the
+    // body's OpenAI `user` / `prompt_cache_key` / `safety_identifier` or Anthropic
+    // `metadata.user_id`. Never interpreted; printable ASCII only (others become '_'), at
+    // most kMaxSessionBytes. Empty: none given.
+    std::string session;
+    const char* session_source = "";  // "header", "user", "prompt_cache_key", ...
 };
+
+inline constexpr size_t kMaxSessionBytes = 128;
+// `v` as a session key: cut to kMaxSessionBytes, bytes outside printable ASCII (and spaces,
+// quotes, backslashes, which would blur a log line) replaced by '_'.
+std::string session_key(std::string_view v);
 
 // Parses one request body for `api`. Throws RequestError (never anything else for any input):
 // 400 for a malformed body, 404 for an unknown model.
