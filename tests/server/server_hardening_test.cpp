@@ -128,7 +128,7 @@ TEST(ServerHardening, ACheckpointWithNonFiniteRowsIsRefusedAndRemoved) {
     EXPECT_TRUE(contains(s.log(), "is not finite")) << s.log();
     // The Anthropic shape too, for a request that would match the forged file's text.
     const HttpResult m = post(s.url() + "/v1/messages",
-                              json{{"model", "ds4"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+                              json{{"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
     EXPECT_EQ(m.status, 200) << m.body;
     s.terminate();
     fs::remove_all(dir);
