@@ -320,6 +320,12 @@ TEST(StateFileHardening, NonFiniteValuesAreRefused) {
         const std::string e = error_within([&] { r.floats(4, "latent rows"); });
         EXPECT_TRUE(contains(e, "latent rows: value 2 of 4 is not finite")) << e;
     }
+    // Saved logits may hold -infinity (a banned token), never NaN.
+    h.logits = {0.5f, -INFINITY, 1.0f};
+    EXPECT_EQ(ds4::model::StateReader(ds4::model::StateWriter(h).finish(), "banned").header().logits[1], -INFINITY);
+    h.logits[1] = std::nanf("");
+    const std::vector<uint8_t> nan_logits = ds4::model::StateWriter(h).finish();
+    EXPECT_TRUE(contains(error_within([&] { ds4::model::StateReader(nan_logits, "forged"); }), "logits: value 1 of 3"));
 }
 
 }  // namespace
