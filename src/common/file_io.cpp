@@ -49,10 +49,70 @@ std::string random_suffix() {
     return s;
 }
 
+// Turns O_NONBLOCK off again: it was only there so that open() could not wait.
+void set_blocking(int fd, const std::string& path) {
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) fail("{}: fcntl failed: {}", path, std::strerror(errno));
+}
+
+[[noreturn]] void not_regular(const std::string& path, mode_t m) {
+    fail("{}: is {}, not a regular file", path, file_kind(m));
+}
+
 }  // namespace
 
+const char* file_kind(mode_t m) {
+    if (S_ISREG(m)) return "a regular file";
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISLNK(m)) return "a symbolic link";
+    return "not a regular file";
+}
+
+int open_regular(const std::string& path, int flags, bool follow_links) {
+    // Checked before open() too: opening a device may act on it.
+    struct stat st {};
+    if ((follow_links ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) == 0 && !S_ISREG(st.st_mode))
+        not_regular(path, st.st_mode);
+    const int extra = O_NONBLOCK | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW);
+    Fd f{::open(path.c_str(), flags | extra)};
+    if (f.fd < 0) {
+        if (errno == ELOOP && !follow_links) fail("{}: is a symbolic link, not a regular file", path);
+        fail("{}: cannot open: {}", path, std::strerror(errno));
+    }
+    if (fstat(f.fd, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode);  // replaced since the stat() above
+    set_blocking(f.fd, path);
+    const int fd = f.fd;
+    f.fd = -1;
+    return fd;
+}
+
+std::string read_regular_file(const std::string& path, uint64_t max_bytes) {
+    Fd f{open_regular(path, O_RDONLY)};
+    struct stat st {};
+    if (fstat(f.fd, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
+    if (uint64_t(st.st_size) > max_bytes)
+        fail("{}: is {} bytes, more than the {} allowed", path, uint64_t(st.st_size), max_bytes);
+    std::string out(size_t(st.st_size), '\0');
+    size_t got = 0;
+    while (got < out.size()) {
+        const ssize_t n = ::read(f.fd, out.data() + got, out.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail("{}: read failed after {} bytes: {}", path, got, std::strerror(errno));
+        if (n == 0) break;  // shrank meanwhile
+        got += size_t(n);
+    }
+    out.resize(got);
+    return out;
+}
+
 std::string read_file(const std::string& path) {
-    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait forever for a writer.
+    Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
     if (f.fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
     struct stat st {};
     if (fstat(f.fd, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
@@ -60,6 +120,17 @@ std::string read_file(const std::string& path) {
     std::string out;
     if (S_ISREG(st.st_mode)) out.reserve(size_t(st.st_size));
     char buf[65536];
+    if (S_ISFIFO(st.st_mode)) {
+        // A pipe is read (`--prompt-file <(cmd)`), but only one somebody writes to: without a
+        // writer, a non-blocking read ends at once; with one, it has data or would wait.
+        ssize_t n;
+        do n = ::read(f.fd, buf, sizeof buf);
+        while (n < 0 && errno == EINTR);
+        if (n == 0) fail("{}: is a FIFO (named pipe) that nobody writes to", path);
+        if (n < 0 && errno != EAGAIN) fail("{}: read failed: {}", path, std::strerror(errno));
+        if (n > 0) out.append(buf, size_t(n));
+    }
+    set_blocking(f.fd, path);
     for (;;) {
         const ssize_t n = ::read(f.fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;

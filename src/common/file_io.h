@@ -11,16 +11,39 @@
 // target. On any failure the temporary is removed and the old file is left as it was. The
 // rename replaces the name given: a symlink there is replaced, not written through. A
 // replaced file keeps its permission bits; a new one gets 0666 less the umask.
+//
+// open_regular() and read_regular_file() are for files that must be files (a saved state, a
+// key, a profile): the type is checked before and after an open() that cannot block, so a FIFO
+// is refused instead of waited on, and a device is never read without bound.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace ds4 {
 
 // The bytes of `path`. Throws ds4::Error "<path>: is a directory", "<path>: cannot open: ..."
-// or "<path>: read failed: ...".
+// or "<path>: read failed: ...". The open never blocks: a FIFO that nobody is writing to is an
+// error ("<path>: is a FIFO (named pipe) that nobody writes to") rather than a wait.
 std::string read_file(const std::string& path);
+
+// What a file of this st_mode is, for messages: "a directory", "a FIFO (named pipe)",
+// "a character device", "a block device", "a socket", "a symbolic link", "a regular file".
+const char* file_kind(mode_t mode);
+
+// Opens `path` with `flags` (O_RDONLY, or O_RDWR to update in place), requiring a regular
+// file, without ever blocking on a FIFO or acting on a device: the descriptor is returned in
+// blocking mode, close-on-exec. `follow_links` false adds O_NOFOLLOW: a symlink is refused.
+// Throws ds4::Error "<path>: is a FIFO (named pipe), not a regular file", "<path>: is a
+// symbolic link, not a regular file" or "<path>: cannot open: <why>".
+int open_regular(const std::string& path, int flags, bool follow_links = true);
+
+// The bytes of a regular file (open_regular), at most `max_bytes` of them: a larger file is
+// an error "<path>: is N bytes, more than the M allowed", never read.
+std::string read_regular_file(const std::string& path, uint64_t max_bytes);
 
 class AtomicFile {
 public:

@@ -6,11 +6,13 @@
 #include <openssl/rand.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <iterator>
+
+#include "common/file_io.h"
 
 namespace ds4::dist {
 namespace {
@@ -89,16 +91,17 @@ void linger_close(Socket& s) {
 }  // namespace
 
 DistKey load_key(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("--dist-key {}: cannot read the file: {}", path, std::strerror(errno));
-    DistKey k;
-    std::vector<char> buf;
-    char c;
-    while (in.get(c)) {
-        buf.push_back(c);
-        if (buf.size() > kMaxKeyBytes + 2) fail("--dist-key {}: the key is longer than {} bytes", path, kMaxKeyBytes);
+    // A regular file only: a FIFO would block the start forever, a device read without end.
+    std::string buf;
+    try {
+        buf = read_regular_file(path, kMaxKeyBytes + 2);
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        if (what.find("more than") != std::string::npos)
+            fail("--dist-key {}: the key is longer than {} bytes", path, kMaxKeyBytes);
+        fail("--dist-key {}: cannot read the file: {}", path, what.substr(std::min(what.size(), path.size() + 2)));
     }
-    if (in.bad()) fail("--dist-key {}: cannot read the file", path);
+    DistKey k;
     if (!buf.empty() && buf.back() == '\n') {
         buf.pop_back();
         if (!buf.empty() && buf.back() == '\r') buf.pop_back();
@@ -221,9 +224,13 @@ void authenticate_acceptor(Socket& s, const DistKey& key, Channel channel) {
     }
     if (get_u32(m1 + 8) != uint32_t(channel)) {
         s.close();
-        throw AuthError(fmt::format("{} authenticated for the {} channel on the {} port; closed", peer,
-                                    get_u32(m1 + 8) == uint32_t(Channel::control) ? "control" : "data",
-                                    channel == Channel::control ? "control" : "data"));
+        // Nothing is proven yet: the peer only asked (the proofs come later).
+        const uint32_t asked = get_u32(m1 + 8);
+        const std::string what = asked == uint32_t(Channel::control) ? "the control channel"
+                                 : asked == uint32_t(Channel::data)  ? "the data channel"
+                                                                     : fmt::format("unknown channel {}", asked);
+        throw AuthError(fmt::format("{} asked to authenticate for {} on the {} port (not authenticated); closed",
+                                    peer, what, channel == Channel::control ? "control" : "data"));
     }
     const uint8_t* nonce_c = m1 + 12;
     uint8_t m2[kAuth2Bytes];

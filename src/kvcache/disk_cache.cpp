@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -16,6 +17,7 @@
 #include <ctime>
 #include <unordered_map>
 
+#include "common/file_io.h"
 #include "common/log.h"
 
 namespace ds4::kvcache {
@@ -63,6 +65,17 @@ void mkdir_p(const std::string& dir) {
 
 bool disk_full(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
 
+// flock(LOCK_EX) on the directory's lock file for a scope (nothing without one).
+struct DirLock {
+    int fd;
+    explicit DirLock(int f) : fd(f) {
+        while (fd >= 0 && ::flock(fd, LOCK_EX) != 0 && errno == EINTR) {}
+    }
+    ~DirLock() {
+        if (fd >= 0) ::flock(fd, LOCK_UN);
+    }
+};
+
 }  // namespace
 
 double eviction_score(uint32_t hits, uint64_t last_used, int64_t tokens, uint64_t file_bytes, uint64_t now) {
@@ -76,18 +89,131 @@ DiskCache::DiskCache(Options opt) : opt_(std::move(opt)) {
     if (opt_.dir.empty()) fail("kv cache: no directory given");
     while (opt_.dir.size() > 1 && opt_.dir.back() == '/') opt_.dir.pop_back();
     mkdir_p(opt_.dir);
+    probe_writable();
+    if (!read_only_) {
+        // Shared by every process on the directory: eviction and the final rename of a store
+        // hold it, so no process deletes a file another has just written under the same name.
+        // The directory itself is locked (no lock file among the checkpoints).
+        lock_fd_ = ::open(opt_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (lock_fd_ >= 0 && ::flock(lock_fd_, LOCK_SH | LOCK_NB) != 0 && errno != EWOULDBLOCK) {
+            log::warn("ds4: kv cache: {} cannot be locked ({}): replicas sharing it do not coordinate evictions",
+                      opt_.dir, std::strerror(errno));
+            ::close(lock_fd_);
+            lock_fd_ = -1;
+        } else if (lock_fd_ >= 0) {
+            ::flock(lock_fd_, LOCK_UN);
+        }
+    }
+    stamp_ = dir_stamp();
     scan();
     std::lock_guard lock(mu_);
-    make_room_locked(0, {});
+    if (!read_only_) {
+        DirLock dl(lock_fd_);
+        make_room_locked(0, {});
+    }
+}
+
+DiskCache::~DiskCache() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+void DiskCache::probe_writable() {
+    // Root ignores permission bits, so try: a read-only mount or a directory we may not write
+    // is used for loading only, and nothing in it is reported removed that was not.
+    const std::string probe = path_of(".ds4-write-test." + std::to_string(getpid()));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        ::close(fd);
+        ::unlink(probe.c_str());
+        return;
+    }
+    if (errno != EACCES && errno != EPERM && errno != EROFS) return;  // EEXIST etc.: not our concern
+    read_only_ = true;
+    saving_ = false;
+    log::warn("ds4: kv cache: {} is not writable ({}): loading only; nothing will be saved, evicted or removed",
+              opt_.dir, std::strerror(errno));
 }
 
 void DiskCache::warn_removed(const std::string& file, const std::string& why) const {
-    log::warn("ds4: kv cache: removed {}: {}", path_of(file), why);
+    const std::string path = path_of(file);
+    if (read_only_) {
+        log::warn("ds4: kv cache: ignoring {}: {} (left in place: the directory is read-only)", path, why);
+    } else if (::unlink(path.c_str()) == 0 || errno == ENOENT) {
+        log::warn("ds4: kv cache: removed {}: {}", path, why);
+    } else {
+        log::warn("ds4: kv cache: ignoring {}: {} (cannot remove it: {})", path, why, std::strerror(errno));
+    }
 }
 
 void DiskCache::sync_dir() const {
     Fd d{::open(opt_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
     if (d.fd >= 0) ::fsync(d.fd);
+}
+
+DiskCache::Item DiskCache::read_item(int fd, const struct stat& st, const std::string& name, const Expect& expect) const {
+    const std::string path = path_of(name);
+    FdSource src(fd, uint64_t(st.st_size), path);
+    const Header h = read_header(src, expect, path);
+    if (hex(h.text_hash) + ".kv" != name) throw FormatError(Cause::checksum, path + ": name does not match its text hash");
+    Item it;
+    for (auto& [id, dsml] : read_tools(src, h, path)) it.tools.emplace(std::move(id), std::move(dsml));
+    const FileStats s = read_stats(src, h);
+    it.hit = Hit{name, h.text_hash, int64_t(h.text_bytes), int64_t(h.tokens), int64_t(h.ctx),
+                 h.file_bytes(), s.hits, s.last_used, h.reason};
+    it.ino = st.st_ino;
+    return it;
+}
+
+int64_t DiskCache::dir_stamp() const {
+    struct stat st {};
+    if (::stat(opt_.dir.c_str(), &st) != 0) return -1;
+    return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+void DiskCache::refresh_locked() {
+    // Other processes sharing the directory add, replace and evict files: when the directory
+    // changed since the last look, the index is brought in line with it. Files are only ever
+    // renamed in whole, so every name seen holds a complete file (or is gone by the time it
+    // is opened, which is skipped).
+    const int64_t stamp = dir_stamp();
+    if (stamp == stamp_ && stamp >= 0) return;
+    DIR* d = ::opendir(opt_.dir.c_str());
+    if (!d) return;
+    std::set<std::string> seen;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (ends_with(name, ".kv")) seen.insert(name);
+    }
+    ::closedir(d);
+    const Expect expect{opt_.model_id, opt_.payload_version};
+    for (auto it = index_.begin(); it != index_.end();) {
+        struct stat st {};
+        const bool there = seen.count(it->first) && ::lstat(path_of(it->first).c_str(), &st) == 0;
+        if (writing_.count(it->first) || (there && st.st_ino == it->second.ino)) {
+            ++it;
+            continue;
+        }
+        total_ -= it->second.hit.file_bytes;  // gone, or replaced: read again below
+        it = index_.erase(it);
+    }
+    for (const std::string& name : seen) {
+        if (index_.count(name) || writing_.count(name)) continue;
+        const std::string path = path_of(name);
+        Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)};
+        struct stat st {};
+        if (f.fd < 0 || fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        try {
+            Item it = read_item(f.fd, st, name, expect);
+            total_ += it.hit.file_bytes;
+            index_.emplace(name, std::move(it));
+        } catch (const FormatError&) {
+            // Another model's, or damaged: load() never sees it; the next scan deals with it.
+        }
+    }
+    // Timestamps tick coarsely (a few ms): a change within the same tick would keep the stamp,
+    // so a stamp that recent is not trusted.
+    const int64_t now_ns = int64_t(time(nullptr)) * 1000000000;
+    stamp_ = stamp >= 0 && now_ns - stamp > 2000000000 ? stamp : -2;
 }
 
 void DiskCache::scan() {
@@ -104,27 +230,21 @@ void DiskCache::scan() {
         if (const long pid = temp_pid(name); pid > 0) {
             // A temporary of a process that is gone (or of this one, from before): never
             // renamed, never will be.
-            if (pid == long(getpid()) || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)) ::unlink(path.c_str());
+            if (!read_only_ && (pid == long(getpid()) || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)))
+                ::unlink(path.c_str());
             continue;
         }
         if (!ends_with(name, ".kv")) continue;
         struct stat st {};
         if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-        if (f.fd < 0) continue;
+        // Never through a symlink put there since the lstat(), never blocking on a FIFO.
+        Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)};
+        if (f.fd < 0 || fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) continue;
         try {
-            FdSource src(f.fd, uint64_t(st.st_size), path);
-            const Header h = read_header(src, expect, path);
-            if (hex(h.text_hash) + ".kv" != name) throw FormatError(Cause::checksum, path + ": name does not match its text hash");
-            Item it;
-            for (auto& [id, dsml] : read_tools(src, h, path)) it.tools.emplace(std::move(id), std::move(dsml));
-            const FileStats s = read_stats(src, h);
-            it.hit = Hit{name, h.text_hash, int64_t(h.text_bytes), int64_t(h.tokens), int64_t(h.ctx),
-                         h.file_bytes(), s.hits, s.last_used, h.reason};
+            Item it = read_item(f.fd, st, name, expect);
             total_ += it.hit.file_bytes;
             index_.emplace(name, std::move(it));
         } catch (const FormatError& e) {
-            ::unlink(path.c_str());
             const std::string what = e.what();
             warn_removed(name, what.substr(std::min(what.size(), path.size() + 2)));
         }
@@ -133,25 +253,30 @@ void DiskCache::scan() {
 
 void DiskCache::discard(const Hit& hit, Cause cause, const std::string& why) {
     std::lock_guard lock(mu_);
-    if (index_.count(hit.file)) remove_locked(hit.file);
-    else ::unlink(path_of(hit.file).c_str());
+    forget_locked(hit.file);
     warn_removed(hit.file, why);
     count_failure_locked(cause);
     if (stats_.hits > 0) --stats_.hits;  // load() counted it
     ++stats_.misses;
 }
 
-void DiskCache::remove_locked(const std::string& file) {
+void DiskCache::forget_locked(const std::string& file) {
     auto it = index_.find(file);
     if (it == index_.end()) return;
-    ::unlink(path_of(file).c_str());
     total_ -= it->second.hit.file_bytes;
     index_.erase(it);
+}
+
+void DiskCache::remove_locked(const std::string& file) {
+    if (!index_.count(file)) return;
+    ::unlink(path_of(file).c_str());
+    forget_locked(file);
 }
 
 bool DiskCache::make_room_locked(uint64_t need, const std::string& same) {
     const uint64_t budget = opt_.budget_bytes;
     if (need > budget) return false;
+    refresh_locked();  // the budget counts every process's files (the caller holds the dir lock)
     auto over = [&] { return total_ + reserved_ + need > budget; };
     if (!over()) return true;
     const uint64_t now = now_s();
@@ -192,6 +317,14 @@ bool DiskCache::make_room_locked(uint64_t need, const std::string& same) {
     // failed write loses both, which the budget leaves no way around.
     if (total_ - freed + reserved_ + need > budget && same_item) victims.push_back(same);
     for (const std::string& v : victims) {
+        // Only the file we indexed: another process may have replaced it since (not under
+        // the dir lock we hold now, as its rename takes that lock too).
+        struct stat st {};
+        if (::lstat(path_of(v).c_str(), &st) == 0 && st.st_ino != index_.at(v).ino) {
+            forget_locked(v);
+            stamp_ = -2;  // read it again at the next look
+            continue;
+        }
         remove_locked(v);
         ++stats_.evictions;
     }
@@ -209,6 +342,7 @@ void DiskCache::count_failure_locked(Cause c) {
 
 std::optional<Hit> DiskCache::lookup(std::string_view prompt_text, int64_t ctx, int64_t min_tokens) {
     std::lock_guard lock(mu_);
+    refresh_locked();
     std::unordered_map<int64_t, TextHash> prefix_hash;  // one hash per prefix length
     const Hit* best = nullptr;
     for (const auto& [name, it] : index_) {
@@ -238,11 +372,15 @@ std::optional<Entry> DiskCache::load(const Hit& hit, std::string_view prompt_tex
             return std::nullopt;
         }
     }
-    Fd f{::open(path.c_str(), O_RDWR | O_CLOEXEC)};
+    // O_NOFOLLOW: a file swapped for a symlink since the scan would be read outside the
+    // directory and its stats written through the link. O_NONBLOCK: a FIFO does not hang us.
+    Fd f{::open(path.c_str(), (read_only_ ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)};
     struct stat st {};
     std::optional<FormatError> defect;
     Entry e;
-    if (f.fd < 0) {
+    if (f.fd < 0 && errno == ELOOP) {
+        defect.emplace(Cause::io, path + ": is a symbolic link, not a regular file");
+    } else if (f.fd < 0) {
         if (errno == ENOENT) {  // gone behind our back: forget it
             std::lock_guard lock(mu_);
             if (auto it = index_.find(hit.file); it != index_.end()) {
@@ -255,6 +393,8 @@ std::optional<Entry> DiskCache::load(const Hit& hit, std::string_view prompt_tex
         defect.emplace(Cause::io, path + ": cannot open: " + std::strerror(errno));
     } else if (fstat(f.fd, &st) != 0) {
         defect.emplace(Cause::io, path + ": cannot stat: " + std::strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        defect.emplace(Cause::io, path + ": is " + file_kind(st.st_mode) + ", not a regular file");
     } else {
         try {
             FdSource src(f.fd, uint64_t(st.st_size), path);
@@ -273,15 +413,14 @@ std::optional<Entry> DiskCache::load(const Hit& hit, std::string_view prompt_tex
         struct stat now {};
         const bool same = f.fd >= 0 && ::stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino &&
                           now.st_dev == st.st_dev;
-        if (same || f.fd < 0) {
-            if (index_.count(hit.file)) {
-                remove_locked(hit.file);
-            } else {
-                ::unlink(path.c_str());
-            }
-        }
         const std::string what = defect->what();
-        warn_removed(hit.file, what.substr(std::min(what.size(), path.size() + 2)));
+        const std::string why = what.substr(std::min(what.size(), path.size() + 2));
+        if (same || f.fd < 0) {
+            forget_locked(hit.file);
+            warn_removed(hit.file, why);  // unlink() removes a symlink itself, not its target
+        } else {
+            log::warn("ds4: kv cache: skipped {}: {} (replaced meanwhile)", path, why);
+        }
         count_failure_locked(defect->cause());
         ++stats_.misses;
         return std::nullopt;
@@ -294,7 +433,7 @@ std::optional<Entry> DiskCache::load(const Hit& hit, std::string_view prompt_tex
     e.stats.last_used = now_s();
     const auto rec = encode_stats(e.stats);
     // In place: a torn record only resets the stats (file_format.h).
-    (void)!::pwrite(f.fd, rec.data(), rec.size(), off_t(e.header.file_bytes() - kStatsBytes));
+    if (!read_only_) (void)!::pwrite(f.fd, rec.data(), rec.size(), off_t(e.header.file_bytes() - kStatsBytes));
     if (auto it = index_.find(hit.file); it != index_.end()) {
         it->second.hit.hits = e.stats.hits;
         it->second.hit.last_used = e.stats.last_used;
@@ -323,6 +462,7 @@ bool DiskCache::store(std::string_view text, std::span<const uint8_t> payload, c
             }
             if (h.tokens == meta.tokens && h.ctx == meta.ctx && h.file_bytes == bytes && same_tools) return true;
         }
+        DirLock dl(lock_fd_);
         if (!make_room_locked(bytes, name)) {
             ++stats_.stores_skipped;
             return false;
@@ -350,7 +490,12 @@ bool DiskCache::store(std::string_view text, std::span<const uint8_t> payload, c
             if (::close(fd) != 0 && !err) step = "close", err = errno;
         }
     }
-    if (!err && ::rename(tmp.c_str(), final_path.c_str()) != 0) step = "rename", err = errno;
+    struct stat done {};
+    if (!err) {
+        DirLock dl(lock_fd_);
+        if (::rename(tmp.c_str(), final_path.c_str()) != 0) step = "rename", err = errno;
+        else ::lstat(final_path.c_str(), &done);
+    }
     if (err) {
         ::unlink(tmp.c_str());
         std::lock_guard lock(mu_);
@@ -369,6 +514,7 @@ bool DiskCache::store(std::string_view text, std::span<const uint8_t> payload, c
 
     Item item;
     item.hit = Hit{name, text_hash(text), int64_t(text.size()), meta.tokens, meta.ctx, bytes, 0, created, meta.reason};
+    item.ino = done.st_ino;
     for (const auto& [id, dsml] : tools) item.tools.emplace(id, dsml);
     std::lock_guard lock(mu_);
     if (auto it = index_.find(name); it != index_.end()) {

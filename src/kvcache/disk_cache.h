@@ -2,15 +2,27 @@
 // hold, in one directory, within a byte budget, safe against crashes at any moment.
 //
 // * Files are `<32 hex of XXH3-128(text)>.kv` (format: kvcache/file_format.h,
-//   docs/KV_CACHE_FORMAT.md). One process owns the directory.
+//   docs/KV_CACHE_FORMAT.md).
 // * An in-memory index (built by scanning the headers at construction, kept up to date by
-//   store/load/eviction) answers lookup() without reading any file.
+//   store/load/eviction) answers lookup() without reading any file of its own.
+// * Several processes may share the directory (replicas of one model): lookup() and eviction
+//   first re-read the directory when its mtime changed (new files of others are indexed by
+//   their headers, vanished ones forgotten, so the budget counts every process's files);
+//   eviction and the final rename of a store hold an exclusive flock on the directory, and an
+//   evictor unlinks only the inode it indexed, so nobody deletes a file another process has
+//   just written. Reads need no lock: files appear whole (rename), an unlinked file stays
+//   readable through an open descriptor, and a name gone before its open is a miss.
 // * store() writes `<name>.tmp.<pid>.<n>`, fsyncs it, renames it over the final name and fsyncs
 //   the directory, so a crash leaves the old file or the new one, never a torn one. The bytes of
 //   the .kv files plus the temporaries being written never exceed the budget: lowest-score files
 //   are evicted first (score below). A full disk (ENOSPC, EDQUOT, EFBIG) disables saving.
 // * A file that turns out damaged (scan or load) is removed with one warning line on stderr,
-//   "ds4: kv cache: removed <path>: <why>", and counted by cause.
+//   "ds4: kv cache: removed <path>: <why>", and counted by cause. Files are opened with
+//   O_NOFOLLOW and must be regular: a symlink or FIFO put in place of one counts as damaged
+//   (the link itself is removed, never what it points to).
+// * A directory that refuses writes (read-only mount, permissions) is used for loading only:
+//   one warning at startup; nothing is saved, evicted or removed, and a damaged file is reported
+//   as "ignoring <path>: ... (left in place ...)".
 // * Thread-safe: one mutex guards the index and the counters; file I/O runs outside it.
 //
 // Eviction score (§5.4): (effective_hits + 1) * tokens / file_bytes, where effective_hits =
@@ -29,6 +41,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include "kvcache/file_format.h"
 
@@ -78,6 +92,9 @@ public:
     // (removing foreign, damaged and misnamed ones) and evicts until within the budget. Throws
     // ds4::Error when the directory cannot be created or read.
     explicit DiskCache(Options opt);
+    ~DiskCache();
+    DiskCache(const DiskCache&) = delete;
+    DiskCache& operator=(const DiskCache&) = delete;
 
     // The entry whose text is the longest prefix of `prompt_text` (ties: more tokens) among those
     // with tokens >= min_tokens and a recorded ctx <= `ctx`. Reads no file; counts a miss when
@@ -116,14 +133,25 @@ private:
     struct Item {
         Hit hit;
         std::map<std::string, std::string> tools;
+        uint64_t ino = 0;  // the file's inode when indexed: a replaced file has another
     };
+    Item read_item(int fd, const struct stat& st, const std::string& name, const Expect& expect) const;
+    int64_t dir_stamp() const;  // the directory's mtime in ns (-1: cannot stat)
+    // Brings the index in line with the directory when its mtime changed (files other
+    // processes added, replaced or removed). Needs mu_.
+    void refresh_locked();
     std::string path_of(const std::string& file) const { return opt_.dir + "/" + file; }
     void scan();
+    void probe_writable();  // sets read_only_ (and saving_ off) when the directory refuses writes
     // Removes lowest-score files (never `keep`, never one being written) until the index plus
     // reservations plus `need` fit the budget; `same` (a file about to be replaced) goes last.
     // Returns false, evicting nothing, when that is impossible. Needs mu_.
     bool make_room_locked(uint64_t need, const std::string& same);
-    void remove_locked(const std::string& file);
+    void remove_locked(const std::string& file);  // unlinks and forgets
+    void forget_locked(const std::string& file);  // drops the index entry only
+    // Removes a damaged file and says so in one line, truthfully: "removed <path>: <why>", or
+    // "ignoring <path>: <why> (left in place: ...)" when the directory is read-only or the
+    // unlink fails.
     void warn_removed(const std::string& file, const std::string& why) const;
     void count_failure_locked(Cause c);
     void sync_dir() const;
@@ -135,6 +163,9 @@ private:
     uint64_t total_ = 0;                   // bytes of the indexed files
     uint64_t reserved_ = 0;                // bytes of the temporaries being written
     bool saving_ = true;
+    bool read_only_ = false;  // the directory refused a write at startup
+    int lock_fd_ = -1;        // the directory, for flock: eviction and renames, across processes
+    int64_t stamp_ = -1;      // dir_stamp() when the index last matched the directory
     Stats stats_;
 };
 

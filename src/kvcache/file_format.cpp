@@ -5,10 +5,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+
+#include "common/file_io.h"
 
 namespace ds4::kvcache {
 namespace {
@@ -330,6 +333,11 @@ int write_contents(int fd, std::string_view text, std::span<const uint8_t> paylo
 void write_file(const std::string& path, std::string_view text, std::span<const uint8_t> payload,
                 const StoreMeta& meta, const ToolMap& tools, const ModelId& model_id,
                 uint32_t payload_version) {
+    // A device or FIFO there would be replaced by the rename (as root, `/save /dev/full` turned
+    // the device into a file): a state is only ever a regular file.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        fail("{}: is {}, not a regular file; a state is saved only as a regular file", path, file_kind(st.st_mode));
     static std::atomic<uint64_t> counter{0};
     const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -352,8 +360,13 @@ void write_file(const std::string& path, std::string_view text, std::span<const 
 }
 
 Entry read_file(const std::string& path, const ModelId& model_id, uint32_t payload_version) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) bad(Cause::io, path, std::string("cannot open: ") + std::strerror(errno));
+    int fd = -1;
+    try {
+        fd = open_regular(path, O_RDONLY);  // never waits on a FIFO
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        bad(Cause::io, path, what.substr(std::min(what.size(), path.size() + 2)));
+    }
     struct Close {
         int fd;
         ~Close() { ::close(fd); }

@@ -160,10 +160,12 @@ std::array<uint8_t, kStatsBytes> encode_stats(const FileStats& s);
 
 // Single-file API. write_file replaces `path` atomically: `<path>.tmp.<pid>.<n>`, fsync,
 // rename, fsync of the directory; on failure the temporary is removed and ds4::Error thrown.
+// A `path` that exists and is not a regular file (a device, a FIFO) is refused, never replaced.
 void write_file(const std::string& path, std::string_view text, std::span<const uint8_t> payload,
                 const StoreMeta& meta, const ToolMap& tools, const ModelId& model_id,
                 uint32_t payload_version);
-// Reads and checks a whole file; throws FormatError naming `path`.
+// Reads and checks a whole file; throws FormatError naming `path`. Anything but a regular file
+// (a FIFO is never waited on) is refused.
 Entry read_file(const std::string& path, const ModelId& model_id, uint32_t payload_version);
 
 }  // namespace ds4::kvcache

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -110,7 +111,7 @@ StateReader::StateReader(std::span<const uint8_t> bytes, std::string name) : nam
     }
     if (flags & kFlagLogits) {
         const uint64_t nv = u64("logit count");
-        h_.logits = floats(nv, "logits");
+        h_.logits = floats(nv, "logits", true);
     }
 }
 
@@ -136,11 +137,16 @@ uint64_t StateReader::u64(const char* what) {
     return v;
 }
 
-std::vector<float> StateReader::floats(uint64_t n, const char* what) {
+std::vector<float> StateReader::floats(uint64_t n, const char* what, bool banned_ok) {
     const size_t left = (section_end_ ? section_end_ : b_.size()) - at_;
     if (n > left / sizeof(float)) bad(fmt::format("{}: {} floats in {} bytes", what, n, left));
     std::vector<float> v(n);
     get(v.data(), n * sizeof(float), what);
+    // A model never writes NaN or infinity into a state; one that holds them (a file forged
+    // with recomputed checksums) would poison every answer continued from it.
+    for (size_t i = 0; i < v.size(); ++i)
+        if (!std::isfinite(v[i]) && !(banned_ok && v[i] < 0 && std::isinf(v[i])))
+            bad(fmt::format("{}: value {} of {} is not finite", what, i, n));
     return v;
 }
 

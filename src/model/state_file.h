@@ -71,8 +71,10 @@ public:
 
     uint32_t u32(const char* what);
     uint64_t u64(const char* what);
-    // n floats; n is checked against the bytes left before anything is allocated.
-    std::vector<float> floats(uint64_t n, const char* what);
+    // n floats; n is checked against the bytes left before anything is allocated, and a
+    // non-finite value (NaN, infinity) is an error; `banned_ok` lets -infinity through (saved
+    // logits: a benchmark's banned EOS).
+    std::vector<float> floats(uint64_t n, const char* what, bool banned_ok = false);
     // Starts layer section `layer` (the next in order) and returns its recorded layer hash;
     // end_layer() checks the section was read exactly.
     std::array<uint8_t, 16> begin_layer(uint32_t layer);

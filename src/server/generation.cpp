@@ -194,10 +194,11 @@ void Generation::finish(engine::StopReason reason) {
     out_.clear();
     ch.close(job_.writer->status(f));
     // One line per request for the operator (the log: stderr).
-    log::info("ds4-server: {} prompt={} cached={} prefill={:.1f} t/s gen={} tokens {:.1f} t/s finish={}{}{}",
+    log::info("ds4-server: {} prompt={} cached={} prefill={:.1f} t/s gen={} tokens {:.1f} t/s finish={}{}{}{}{}",
               to_string(job_.request.api), usage_.prompt, usage_.cached,
               prefill_seconds_ > 0 ? double(usage_.written) / prefill_seconds_ : 0.0, emitted_,
               gen_seconds > 0 ? double(emitted_) / gen_seconds : 0.0, to_string(f.reason),
+              job_.request.session.empty() ? "" : " session=", job_.request.session,
               f.error.empty() ? "" : " ", f.error);
 }
 

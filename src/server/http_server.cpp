@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "chat/format.h"
+#include "common/log.h"
 #include "server/ids.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,7 +59,7 @@ std::optional<Api> api_of(const std::string& path) {
 constexpr const char* kModelsPrefix = "/v1/models/";
 
 bool get_route(const std::string& path) {
-    if (path == "/health" || path == "/metrics" || path == "/v1/models") return true;
+    if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") return true;
     return path.rfind(kModelsPrefix, 0) == 0 && path.size() > std::strlen(kModelsPrefix) &&
            path.find('/', std::strlen(kModelsPrefix)) == std::string::npos;
 }
@@ -175,6 +176,24 @@ void HttpServer::run() {
     if (!stopping_) listener_->run();
 }
 
+void HttpServer::drain(double timeout_s, const std::atomic<bool>* cut) {
+    if (draining_.exchange(true)) return;
+    metrics_.draining = 1;
+    const auto t0 = Clock::now();
+    auto left = [&] { return metrics_.in_flight.load(); };
+    log::info("ds4-server: draining: {} request{} in flight; waiting up to {:g} s for them (signal again to stop now)",
+              left(), left() == 1 ? "" : "s", timeout_s);
+    while (left() > 0 && !(cut && *cut) &&
+           std::chrono::duration<double>(Clock::now() - t0).count() < timeout_s)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (left() == 0)
+        log::info("ds4-server: drained in {:.1f} s: every request finished", took);
+    else
+        log::info("ds4-server: drain ended after {:.1f} s with {} request{} still in flight; they end now", took,
+                  left(), left() == 1 ? "" : "s");
+}
+
 void HttpServer::stop() {
     if (!stopping_.exchange(true)) scheduler_.shutdown();  // jobs end with their last events queued
     // Their connections get up to 5 s to send those events (stopping at once could cut a
@@ -239,7 +258,7 @@ std::optional<HttpResponse> HttpServer::on_headers(const HttpRequest& req) {
         r.content_type.clear();
         return r;
     }
-    if (!options_.api_key.empty() && path != "/health") {
+    if (!options_.api_key.empty() && path != "/health" && path != "/ready") {
         std::string given = req.header("x-api-key");
         const std::string& auth = req.header("authorization");
         if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
@@ -249,7 +268,14 @@ std::optional<HttpResponse> HttpServer::on_headers(const HttpRequest& req) {
     const bool get = (req.method == "GET" || req.method == "HEAD") && get_route(path);
     const bool post = req.method == "POST" && post_route(path);
     if (!get && !post) return error(path, 404, "unknown endpoint");
-    if (stopping_ && path != "/health" && path != "/metrics") return error(path, 503, "server shutting down");
+    if (stopping_ && path != "/health" && path != "/ready" && path != "/metrics")
+        return error(path, 503, "server shutting down");
+    if (draining_ && post) {
+        HttpResponse r = error(path, 503, "server draining (it is about to stop); retry on another replica", {},
+                               "draining");
+        r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_s));
+        return r;
+    }
     // Bodies are JSON whatever their Content-Type says (clients that send none or text/plain
     // work), except from browsers: every browser sends Origin with every POST (the Fetch
     // standard), and a page may send a form or text/plain body across origins without a CORS
@@ -265,11 +291,21 @@ std::optional<HttpResponse> HttpServer::on_headers(const HttpRequest& req) {
 // Complete requests on the listener's front thread: only the cheap routes, which never wait.
 std::optional<HttpResponse> HttpServer::on_request(const HttpRequest& req) {
     const std::string& path = req.path;
-    if (path == "/health")
-        return json(ojson{{"status", "ok"},
-                          {"slots", {{"total", metrics_.slots.load()}, {"busy", metrics_.active.load()}}},
-                          {"queue", {{"waiting", metrics_.queue_depth.load()}, {"max", options_.scheduler.max_queue}}}}
-                        .dump());
+    if (path == "/health" || path == "/ready") {
+        // A few atomics, no lock: cheap enough for a load balancer's checks every second.
+        // Not ready (503) while draining or while a new request would be refused as queue_full.
+        const int64_t slots = metrics_.slots.load(), busy = metrics_.active.load(),
+                      waiting = metrics_.queue_depth.load();
+        const bool full = waiting + busy >= slots + int64_t(options_.scheduler.max_queue);
+        const char* status = draining_ || stopping_ ? "draining" : full ? "busy" : "ok";
+        HttpResponse r = json(ojson{{"status", status},
+                                    {"slots", {{"total", slots}, {"busy", busy}}},
+                                    {"queue", {{"waiting", waiting}, {"max", options_.scheduler.max_queue}}}}
+                                  .dump(),
+                              std::string_view(status) == "ok" ? 200 : 503);
+        if (r.status == 503) r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_s));
+        return r;
+    }
     if (path == "/metrics") {
         HttpResponse r = json(metrics_.prometheus() + scheduler_.prometheus());
         r.content_type = "text/plain; version=0.0.4";
@@ -314,6 +350,12 @@ void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
 void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const auto started = Clock::now();
     ++metrics_.requests[int(api)];
+    // Counted from here to the last byte: what a drain waits for.
+    struct InFlight {
+        std::atomic<int64_t>& n;
+        explicit InFlight(std::atomic<int64_t>& c) : n(c) { ++n; }
+        ~InFlight() { --n; }
+    } in_flight(metrics_.in_flight);
     auto job = std::make_unique<Job>();
     try {
         job->request = parse_request(api, req.body);
@@ -321,6 +363,12 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
         ex.send(error(req.path, e.status, e.what(), e.param, e.code));
         return;
     }
+    // The affinity header names the session before any body field (docs/SERVER.md).
+    if (const std::string& h = req.header("x-ds4-session"); !h.empty()) {
+        job->request.session = session_key(h);
+        job->request.session_source = "header";
+    }
+    if (!job->request.session.empty()) ++metrics_.session_requests;
     apply_sampling_defaults(job->request, format_->sampling_defaults());
     const Request& r = job->request;
     const int64_t ctx = ctx_;
@@ -363,6 +411,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     auto channel = std::make_shared<Channel>();
     job->channel = channel;
     const bool stream = r.stream;
+    const std::string session = r.session;  // the job (and r) belong to the scheduler after submit
     switch (scheduler_.submit(job)) {
         case Scheduler::Submit::Queued: break;
         case Scheduler::Submit::Stopping: ex.send(error(req.path, 503, "server shutting down")); return;
@@ -400,12 +449,15 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
             check_time();
         }
         if (status != 200) ++metrics_.errors;
-        ex.send(json(std::move(body), status));
+        HttpResponse res = json(std::move(body), status);
+        if (!session.empty()) res.headers.emplace_back("X-DS4-Session", session);
+        ex.send(res);
         return;
     }
     HttpResponse head = json({});
     head.content_type = "text/event-stream";
     head.headers.emplace_back("Cache-Control", "no-cache");
+    if (!session.empty()) head.headers.emplace_back("X-DS4-Session", session);
     if (!ex.start_stream(head)) {
         channel->cancel = true;
         return;

@@ -48,6 +48,7 @@ struct ServerOptions {
     SchedulerOptions scheduler;           // slots, prefill quantum, queue bound, session options
     int retry_after_s = 5;                // Retry-After of a 503 when the queue is full
     std::string trace_path;                  // --trace: JSON lines of every request and response
+    double drain_timeout_s = 0;              // --drain-timeout: how long SIGTERM lets requests finish
     bool exact_tool_replay = true;           // off: --disable-exact-dsml-tool-replay
     size_t tool_memory_max_ids = 100000;     // --tool-memory-max-ids
 };
@@ -68,6 +69,13 @@ public:
     // queued and running generations end with "shutdown requested", their connections get
     // up to 5 s to send those last bytes, then the listener closes.
     void stop();
+    // The drain before a stop (SIGTERM; docs/SERVER.md "Draining"): from now on /health and
+    // /ready answer 503 "draining" and new generation requests 503 with Retry-After (a load
+    // balancer sends them elsewhere), while the requests already accepted (queued or
+    // running) go on. Returns when none is left, after `timeout_s`, or when `*cut` becomes
+    // true, whichever is first; logs one line as it starts and one as it ends, and
+    // /metrics shows ds4_draining 1. The caller then stop()s (which ends what is left).
+    void drain(double timeout_s, const std::atomic<bool>* cut = nullptr);
 
     const Metrics& metrics() const { return metrics_; }
     // The exact-replay tool memory (null with --disable-exact-dsml-tool-replay).
@@ -98,6 +106,7 @@ private:
     Scheduler scheduler_;
     std::unique_ptr<HttpListener> listener_;
     std::atomic<bool> stopping_{false};
+    std::atomic<bool> draining_{false};
     std::atomic<uint64_t> seq_{0};
 };
 

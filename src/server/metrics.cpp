@@ -48,6 +48,11 @@ std::string Metrics::prometheus() const {
            draft_accepted.load());
     metric("ds4_last_batch_sequences", "gauge", "Sequences in the last batched evaluation.",
            last_batch_sequences.load());
+    metric("ds4_requests_in_flight", "gauge", "Generation requests accepted and not yet answered.", in_flight.load());
+    metric("ds4_draining", "gauge", "1 while the server drains before stopping (SIGTERM): /health answers 503.",
+           draining.load());
+    metric("ds4_session_requests_total", "counter",
+           "Requests that named a session (X-DS4-Session, user, metadata.user_id, ...).", session_requests.load());
     return out;
 }
 

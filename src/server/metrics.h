@@ -30,6 +30,9 @@ struct Metrics {
     std::atomic<int64_t> last_batch_sequences = 0;
     std::atomic<int64_t> last_prefill_tps_milli = 0;
     std::atomic<int64_t> last_decode_tps_milli = 0;
+    std::atomic<int64_t> in_flight = 0;           // generation requests accepted and not yet answered
+    std::atomic<int64_t> draining = 0;            // 1 once a drain began (SIGTERM)
+    std::atomic<uint64_t> session_requests = 0;   // requests that named a session (header or body)
 
     std::string prometheus() const;
 };

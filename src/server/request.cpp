@@ -66,6 +66,35 @@ std::optional<chat::ThinkingMode> alias_thinking(std::string_view id) {
     return std::nullopt;
 }
 
+std::string session_key(std::string_view v) {
+    std::string s(v.substr(0, kMaxSessionBytes));
+    for (char& c : s)
+        if (c <= ' ' || c > '~' || c == '"' || c == '\\') c = '_';
+    return s;
+}
+
+namespace {
+
+// The first session field the body has (see Request::session); a non-string one is ignored.
+void session_fields(Request& r, const ojson& j) {
+    if (j.contains("metadata") && j["metadata"].is_object()) {
+        const ojson& m = j["metadata"];
+        if (m.contains("user_id") && m["user_id"].is_string() && !m["user_id"].get_ref<const std::string&>().empty()) {
+            r.session = session_key(m["user_id"].get_ref<const std::string&>());
+            r.session_source = "metadata.user_id";
+            return;
+        }
+    }
+    for (const char* k : {"prompt_cache_key", "user", "safety_identifier"})
+        if (j.contains(k) && j[k].is_string() && !j[k].get_ref<const std::string&>().empty()) {
+            r.session = session_key(j[k].get_ref<const std::string&>());
+            r.session_source = k;
+            return;
+        }
+}
+
+}  // namespace
+
 Request parse_request(Api api, std::string_view body) {
     if (!json_depth_within(body, kMaxJsonDepth))
         bad(fmt::format("invalid JSON request: nested deeper than {} levels", kMaxJsonDepth));
@@ -88,6 +117,7 @@ Request parse_request(Api api, std::string_view body) {
                                "model", "model_not_found");
         thinking_controls(r, j);
         sampling_fields(r, j);
+        session_fields(r, j);
         switch (api) {
             case Api::Chat: parse_chat(r, j); break;
             case Api::Completions: parse_completions(r, j); break;

@@ -109,7 +109,19 @@ struct Request {
     // chat: `logprobs: true` with `top_logprobs` alternatives (0-20); completions: `logprobs: N`
     // (0-20). -1: none asked. Reported for the answer's tokens, not the reasoning's.
     int logprobs = -1;
+    // Who the conversation belongs to, for the logs and a load balancer's affinity (docs/
+    // SERVER.md "Session affinity"): the X-DS4-Session header (set by the server), else the
+    // body's OpenAI `user` / `prompt_cache_key` / `safety_identifier` or Anthropic
+    // `metadata.user_id`. Never interpreted; printable ASCII only (others become '_'), at
+    // most kMaxSessionBytes. Empty: none given.
+    std::string session;
+    const char* session_source = "";  // "header", "user", "prompt_cache_key", ...
 };
+
+inline constexpr size_t kMaxSessionBytes = 128;
+// `v` as a session key: cut to kMaxSessionBytes, bytes outside printable ASCII (and spaces,
+// quotes, backslashes, which would blur a log line) replaced by '_'.
+std::string session_key(std::string_view v);
 
 // Parses one request body for `api`. Throws RequestError (never anything else for any input):
 // 400 for a malformed body, 404 for an unknown model.

@@ -417,7 +417,13 @@ void Scheduler::worker() {
             log::error("ds4-server: scheduler step failed: {}", e.what());
             for (auto& s : slots_)
                 if (s.job) {
-                    s.job->channel->close(500);
+                    // In the request's API shape where its writer still works (an empty 500
+                    // tells a client nothing); a bare 500 where it does not.
+                    try {
+                        s.out->fail(std::string("internal error: ") + e.what(), 500);
+                    } catch (const std::exception&) {
+                        s.job->channel->close(500);
+                    }
                     restart(s);
                     release(s);
                 }

@@ -1,5 +1,9 @@
 #include "server/trace.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -7,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "server/host_policy.h"
 
 namespace ds4::server {
@@ -39,8 +44,27 @@ std::string utc_now() {
 }  // namespace
 
 Trace::Trace(const std::string& path) : opened_(std::chrono::steady_clock::now()) {
-    file_ = std::fopen(path.c_str(), "ae");
-    if (!file_) fail("--trace: cannot open {} for appending: {}", path, std::strerror(errno));
+    // It holds prompts and answers: created 0600, never through a symlink (one planted at the
+    // name would send them elsewhere), only a regular file (O_NONBLOCK: a FIFO does not hang).
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errno == ELOOP) fail("--trace: {} is a symbolic link; give the file itself", path);
+        fail("--trace: cannot open {} for appending: {}", path, std::strerror(errno));
+    }
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        const char* kind = fstat(fd, &st) == 0 ? file_kind(st.st_mode) : "unreadable";
+        ::close(fd);
+        fail("--trace: {} is {}, not a regular file", path, kind);
+    }
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    file_ = ::fdopen(fd, "a");
+    if (!file_) {
+        const int e = errno;
+        ::close(fd);
+        fail("--trace: cannot open {} for appending: {}", path, std::strerror(e));
+    }
 }
 
 Trace::~Trace() {

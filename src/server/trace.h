@@ -25,7 +25,8 @@ class Trace {
 public:
     using Headers = std::vector<std::pair<std::string, std::string>>;
 
-    // Opens FILE for appending; throws ds4::Error when it cannot.
+    // Opens FILE for appending, creating it with mode 0600 (it holds prompts and answers);
+    // throws ds4::Error when it cannot, or when FILE is a symlink or not a regular file.
     explicit Trace(const std::string& path);
     ~Trace();
     Trace(const Trace&) = delete;

@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/error.h"
 #include "common/file_io.h"
@@ -135,14 +133,35 @@ void ProfilingSource::write(const std::string& path, int64_t extra_slots) const 
     }
 }
 
+namespace {
+
+constexpr uint64_t kMaxProfileBytes = 256ull << 20;
+constexpr uint64_t kMaxProfileCount = 1ull << 53;  // exact in a double; far beyond any real run
+
+// A count of a profile: an integer in [0, max]. A negative, fractional, non-finite (1e999
+// parses as infinity) or absurd value is refused, naming it.
+uint64_t profile_count(const nlohmann::json& v, uint64_t max, const std::string& path, const char* what) {
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        fail("{}: not an expert profile ({} {} is not a whole number >= 0)", path, what, v.dump());
+    const uint64_t n = v.get<uint64_t>();
+    if (n > max) fail("{}: not an expert profile ({} {} is more than {})", path, what, n, max);
+    return n;
+}
+
+}  // namespace
+
 std::vector<HotExpert> hottest_experts(const std::string& path, int64_t n_layer, int64_t n_expert, int64_t n) {
-    std::ifstream in(path);
-    if (!in) fail("{}: cannot read the expert profile", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    // A regular file of bounded size: /dev/zero once grew the process by 9 GB in 20 s, and a
+    // FIFO blocked the start.
+    std::string text;
+    try {
+        text = read_regular_file(path, kMaxProfileBytes);
+    } catch (const Error& e) {
+        fail("cannot read the expert profile {}", e.what());
+    }
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(ss.str());
+        j = nlohmann::json::parse(text);
     } catch (const std::exception& e) {
         fail("{}: not an expert profile (JSON: {})", path, e.what());
     }
@@ -154,14 +173,17 @@ std::vector<HotExpert> hottest_experts(const std::string& path, int64_t n_layer,
         if (j.at("n_layer").get<int64_t>() != n_layer || j.at("n_expert").get<int64_t>() != n_expert)
             fail("{}: a profile of a model with {} layers x {} experts, this one has {} x {}", path,
                  j.at("n_layer").get<int64_t>(), j.at("n_expert").get<int64_t>(), n_layer, n_expert);
-        tokens = j.value("tokens", uint64_t(0));
+        tokens = j.contains("tokens") ? profile_count(j.at("tokens"), kMaxProfileCount, path, "tokens") : 0;
+        const uint64_t cap = tokens ? std::min(kMaxProfileCount, tokens * uint64_t(std::max<int64_t>(n_expert, 1)))
+                                    : kMaxProfileCount;
         for (const auto& L : j.at("layers")) {
             const int64_t l = L.at("layer").get<int64_t>();
             const auto& c = L.at("counts");
             if (l < 0 || l >= n_layer || int64_t(c.size()) != n_expert)
                 fail("{}: layer entry {} does not fit the model", path, l);
             for (int64_t e = 0; e < n_expert; ++e) {
-                const uint64_t v = c[size_t(e)].get<uint64_t>();
+                // Far more than `tokens` routes to one expert cannot come from one run.
+                const uint64_t v = profile_count(c[size_t(e)], cap, path, "count");
                 if (v) all.emplace_back(v, uint32_t(l), int32_t(e));
             }
         }

@@ -53,7 +53,11 @@ CLI::Validator seconds_in(double lo, double hi) {
 
 // Signals only set a flag; a watcher thread does the (non-async-signal-safe) shutdown.
 std::atomic<int> g_signal{0};
-extern "C" void on_signal(int sig) { g_signal = sig; }
+std::atomic<bool> g_again{false};  // a second signal cuts the drain short
+extern "C" void on_signal(int sig) {
+    if (g_signal.load() > 0) g_again = true;
+    else g_signal = sig;
+}
 
 int run(const Options& o) {
     if (!o.model_given && !std::filesystem::exists(o.model))
@@ -109,6 +113,8 @@ int run(const Options& o) {
         while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
         if (g_signal > 0) {
             std::fprintf(stderr, "ds4-server: signal %d: shutting down\n", g_signal.load());
+            // Accepted requests may finish first (--drain-timeout); /health says 503 meanwhile.
+            server.drain(o.server.drain_timeout_s, &g_again);
             server.stop();
         }
     });
@@ -123,7 +129,7 @@ int run(const Options& o) {
 // The end of --help: routes, thinking, examples.
 constexpr const char* kFooter =
     "Limits and security: docs/SERVER.md.\n"
-    "Routes: GET /health /metrics /v1/models /v1/models/{id}; POST /v1/chat/completions\n"
+    "Routes: GET /health /ready /metrics /v1/models /v1/models/{id}; POST /v1/chat/completions\n"
     "/v1/completions /v1/messages /v1/responses (docs/SERVER.md).\n"
     "Thinking is on by default (high effort); reasoning_effort=none, thinking={type:disabled},\n"
     "think=false or model=deepseek-chat turn it off. Client sampling knobs apply only when\n"
@@ -176,6 +182,11 @@ int main(int argc, char** argv) {
                    "Wall-clock limit of a generation request in seconds (default 0: none); the "
                    "request ends with an error")
         ->check(seconds_in(0, 1e6))->option_text("S")->group("HTTP limits");
+    app.add_option("--drain-timeout", o.server.drain_timeout_s,
+                   "On SIGTERM, let the requests already accepted finish for up to S seconds while "
+                   "/health answers 503 and new requests are refused (default 0: end them at once); "
+                   "then save the disk KV cache and exit 0. A second signal stops at once")
+        ->check(seconds_in(0, 86400))->option_text("S")->group("HTTP limits");
     app.add_option("--max-body", o.server.max_body,
                    "Largest request body in bytes, chunked or not (default 67108864)")
         ->check(CLI::Range(size_t(1), size_t(1) << 40))->group("HTTP limits");
