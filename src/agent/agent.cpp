@@ -76,7 +76,7 @@ Agent::Reply Agent::reply(const std::atomic<bool>* cancel, TurnReport& report) {
     };
     const engine::SyncResult s = engine_.sync(tokens, progress, cancel);
     report.prefilled += s.evaluated;
-    report.reused += s.reused;
+    if (report.replies == 0) report.reused = s.reused;  // what the turn found in the session
     report.prefill_seconds += s.seconds;
     if (s.cancelled) return r;
     r.prefilled = true;

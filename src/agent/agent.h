@@ -59,7 +59,8 @@ struct TurnReport {
     bool cancelled = false;
     int replies = 0;
     int tool_calls = 0;
-    int64_t prefilled = 0, reused = 0, generated = 0;
+    int64_t prefilled = 0, generated = 0;  // over every reply of the turn
+    int64_t reused = 0;                    // positions the first reply found in the session
     double prefill_seconds = 0, generate_seconds = 0;
     std::string error;  // a turn that failed (context full, ...): said to the user
 };

@@ -149,7 +149,7 @@ TEST_F(AgentTmux, ToolsPermissionsErrorsAndHostileArguments) {
     }));
     ASSERT_TRUE(t.expect("/help lists commands")) << t.screen();
     t.type("what is in notes.txt?");
-    ASSERT_TRUE(t.expect("* read {\"path\":\"notes.txt\"}")) << t.screen();
+    ASSERT_TRUE(t.expect("* read {\"path\": \"notes.txt\"}")) << t.screen();
     ASSERT_TRUE(t.expect("notes.txt: lines 1-2 (end of file)")) << t.screen();
     ASSERT_TRUE(t.expect("It says alpha and beta.")) << t.screen();
     ASSERT_TRUE(t.expect("1 tool calls]")) << t.screen();

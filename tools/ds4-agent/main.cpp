@@ -71,8 +71,9 @@ public:
     explicit App(const Options& o)
         : o_(o), run_(frontend::start_model(o, {.tool = "ds4-agent", .tokenizer = true, .fit_trained_context = true})) {
         format_ = chat::ChatFormat::from_gguf(run_.model->file(), *run_.tokenizer);
-        if (!o.chdir.empty() && ::chdir(o.chdir.c_str()) != 0) fail("--chdir {}: cannot enter it", o.chdir);
-        root_ = std::make_unique<agent::Root>(".", o.allow_outside);
+        // The tools resolve every path against the root, so the process itself stays where it
+        // was started: -m, --trace, --session-dir and --script-replies are relative to that.
+        root_ = std::make_unique<agent::Root>(o.chdir.empty() ? "." : o.chdir, o.allow_outside);
         const bool ask = !o.non_interactive;
         term_ = std::make_unique<Terminal>(o.yes, ask);
         tools_ = std::make_unique<agent::Tools>(*root_, [this](const std::string& t, const std::string& w) {

@@ -188,6 +188,7 @@ void Terminal::content(std::string_view text) {
         post({"\r\x1b[K", false});
         progress_shown_ = false;
     }
+    if (dim_ && !at_line_start_) post({"\n"});  // the answer starts on a line of its own
     style(false);
     post({std::string(text)});
     if (!text.empty()) at_line_start_ = text.back() == '\n';
@@ -205,6 +206,7 @@ void Terminal::end_reply() {
 
 void Terminal::tool_call(const chat::ToolCall& call) {
     const std::string args = call.arguments.size() > 300 ? call.arguments.substr(0, 300) + "..." : call.arguments;
+    style(false);
     post({std::string(tty_ ? kTool : "") + "* " + call.name + " " + args + (tty_ ? kReset : "") + "\n"});
 }
 
@@ -217,6 +219,8 @@ void Terminal::tool_result(const chat::ToolCall& call, const agent::ToolResult& 
     std::string s = preview(result.text, 12);
     if (s.empty() || s.back() != '\n') s += "\n";
     post({std::string(tty_ ? kDim : "") + s + (tty_ ? kReset : "")});
+    dim_ = false;
+    at_line_start_ = true;
 }
 
 void Terminal::note(const std::string& text) { post({text + "\n", false}); }
