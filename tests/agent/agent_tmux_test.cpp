@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "chat/message.h"
+#include "chat/glm_render.h"
 #include "chat/render.h"
 #include "support/tiny_model.h"
 #include "support/tool_run.h"
@@ -278,6 +279,29 @@ TEST_F(AgentTmux, OneShotNonInteractiveWithTrace) {
     EXPECT_EQ(r2.exit_code, 0) << r2.output;
     EXPECT_NE(r2.output.find("run with --yes"), std::string::npos) << r2.output;
     EXPECT_FALSE(fs::exists(work_ / "no.txt"));
+}
+
+// GLM 5.2: the same agent over the other chat format (<tool_call> syntax, tool results after
+// <|observation|>), one-shot with the tool call read back from the model's own syntax.
+TEST_F(AgentTmux, GlmFormatToolCall) {
+    const std::string glm = scratch_.path() / "glm.gguf";
+    const auto g = test::run_command({test::binary("ds4-gguf-gen"), "-q", "--arch", "glm-dsa", "--seed", "3", "-o", glm});
+    ASSERT_EQ(g.exit_code, 0) << g.output;
+    const std::string trace = (scratch_.path() / "trace.txt").string();
+    std::string cmd = agent({"Reading." + chat::glm::render_tool_calls({{"", "read", R"({"path":"notes.txt"})"}}),
+                             "It holds two lines."},
+                            "-p 'what is in notes.txt?' --non-interactive --trace " + quote(trace));
+    cmd.replace(cmd.find(quote(model_)), quote(model_).size(), quote(glm));
+    const test::RunResult r = test::run_command({"/bin/sh", "-c", cmd + " </dev/null"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("* read {\"path\": \"notes.txt\"}"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("It holds two lines."), std::string::npos) << r.output;
+    std::ifstream tr(trace);
+    const std::string text(std::istreambuf_iterator<char>(tr), {});
+    EXPECT_NE(text.find("<|observation|><tool_response>notes.txt: lines 1-2 (end of file)\n1\talpha\n2\tbeta\n"
+                        "</tool_response><|assistant|>"),
+              std::string::npos)
+        << text;
 }
 
 }  // namespace

@@ -179,6 +179,7 @@ void Terminal::reasoning(std::string_view text) {
         progress_shown_ = false;
     }
     style(true);
+    in_reasoning_ = true;
     post({std::string(text)});
     if (!text.empty()) at_line_start_ = text.back() == '\n';
 }
@@ -188,7 +189,8 @@ void Terminal::content(std::string_view text) {
         post({"\r\x1b[K", false});
         progress_shown_ = false;
     }
-    if (dim_ && !at_line_start_) post({"\n"});  // the answer starts on a line of its own
+    if (in_reasoning_ && !at_line_start_) post({"\n"});  // the answer starts on a line of its own
+    in_reasoning_ = false;
     style(false);
     post({std::string(text)});
     if (!text.empty()) at_line_start_ = text.back() == '\n';
@@ -202,6 +204,7 @@ void Terminal::end_reply() {
     style(false);
     if (!at_line_start_) post({"\n"});
     at_line_start_ = true;
+    in_reasoning_ = false;
 }
 
 void Terminal::tool_call(const chat::ToolCall& call) {

@@ -64,7 +64,7 @@ private:
     bool tty_;
     bool yes_, ask_;
     bool always_ = false;       // the user answered "a": yes from now on
-    bool dim_ = false, at_line_start_ = true, progress_shown_ = false;
+    bool dim_ = false, at_line_start_ = true, progress_shown_ = false, in_reasoning_ = false;
     std::mutex m_;
     std::condition_variable cv_;
     std::deque<Event> events_;
