@@ -143,6 +143,7 @@ void Agent::run_tools(const std::vector<chat::ToolCall>& calls, const std::atomi
 
 TurnReport Agent::turn(const std::string& user, const std::atomic<bool>* cancel) {
     TurnReport rep;
+    if (options_.compaction && wants_compaction()) compact(cancel, "the context is filling up");
     const Conversation before = conv_;
     const bool fresh = id_.empty();
     if (fresh) {
@@ -190,6 +191,10 @@ TurnReport Agent::turn(const std::string& user, const std::atomic<bool>* cancel)
         if (calls.empty()) break;
         try {
             run_tools(calls, cancel, rep);
+            // The hard trigger: the results leave no room for a reply.
+            if (options_.compaction && int64_t(conv_.tokens().size()) + 64 >= engine_.ctx() &&
+                compact(cancel, "a tool result does not fit") && conv_.empty())
+                conv_.add({{.role = chat::Role::User, .content = "Continue the task from the summary."}});
         } catch (const Error& e) {
             rep.error = e.what();
             break;

@@ -52,6 +52,7 @@ struct AgentOptions {
     std::vector<std::string> script;  // test hook: replies to force instead of sampling
     std::string trace_path;           // --trace: everything the model sees and says
     int max_draft = 0;                // speculative drafts per step
+    bool compaction = true;           // the automatic triggers (/compact works either way)
 };
 
 struct TurnReport {
@@ -85,10 +86,20 @@ public:
     bool resume(const SessionStore& store, const std::string& id);
     const std::string& session_id() const { return id_; }
 
+    // Compaction (docs/AGENT.md, "Compaction"): the older part of the conversation is
+    // summarised by the model (at most 4096 tokens, and ctx/8) into the system prompt, and a
+    // verbatim tail of at most ctx/10 tokens (and 50000), starting at a user message, is kept.
+    // Returns false when nothing was compacted (too little history, or Ctrl+C: the
+    // conversation is then unchanged). `why` is said to the user.
+    bool compact(const std::atomic<bool>* cancel, const std::string& why);
+    // The soft trigger: at least 85% of the context used, or at most min(8192, ctx/8) left.
+    bool wants_compaction() const;
+
 private:
     struct Reply;
     Reply reply(const std::atomic<bool>* cancel, TurnReport& report);
     void run_tools(const std::vector<chat::ToolCall>& calls, const std::atomic<bool>* cancel, TurnReport& report);
+    std::optional<std::string> summarise(const std::string& text, const std::atomic<bool>* cancel);
     void trace(const char* what, std::string_view text);
     void trace_tokens(const char* what);
 

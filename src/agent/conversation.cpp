@@ -85,4 +85,13 @@ void Conversation::restore(std::vector<chat::Message> messages, std::vector<int3
                       messages_.back().role != chat::Role::System;
 }
 
+void Conversation::rebuild(std::string system, std::vector<chat::Message> tail) {
+    system_ = std::move(system);
+    messages_.clear();
+    if (!system_.empty()) messages_.push_back({.role = chat::Role::System, .content = system_});
+    messages_.insert(messages_.end(), tail.begin(), tail.end());
+    awaiting_reply_ = !tail.empty() && tail.back().role != chat::Role::Assistant;
+    tokens_ = tail.empty() ? std::vector<int32_t>{} : format_->tokenize(render(awaiting_reply_));
+}
+
 }  // namespace ds4::agent

@@ -47,6 +47,10 @@ public:
     chat::ThinkingMode thinking() const { return options_.thinking; }
     // A saved conversation back (agent/sessions.h); the tokens must be those the messages led to.
     void restore(std::vector<chat::Message> messages, std::vector<int32_t> tokens);
+    // Compaction (agent/agent.h): a new system prompt and the kept messages (none, or from a
+    // user message on), rendered afresh; ends with the generation prompt when the last kept
+    // message is not a reply.
+    void rebuild(std::string system, std::vector<chat::Message> tail);
 
 private:
     chat::RenderedPrompt render(bool generation_prompt) const;

@@ -281,6 +281,39 @@ TEST_F(AgentTmux, OneShotNonInteractiveWithTrace) {
     EXPECT_FALSE(fs::exists(work_ / "no.txt"));
 }
 
+// Compaction: a long first message fills the 4096-token context past 85%; the next turn first
+// summarises it (the scripted summary) into the system prompt and goes on from there, with the
+// context nearly empty again. Turns come from stdin lines (--non-interactive without -p).
+TEST_F(AgentTmux, CompactionWhenTheContextFillsUp) {
+    const std::string trace = (scratch_.path() / "trace.txt").string();
+    const std::string input = (scratch_.path() / "input.txt").string();
+    {
+        std::ofstream in(input);
+        for (int i = 0; i < 1200; ++i) in << "fact" << i % 10 << " ";
+        in << "\nwhat next?\n";
+    }
+    const std::string cmd = agent({"Noted.", "SUMMARY: the user listed many facts.", "Next is nothing."},
+                                  "--non-interactive --trace " + quote(trace));
+    const test::RunResult r = test::run_command({"/bin/sh", "-c", cmd + " <" + quote(input)});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("compacting (the context is filling up): summarising 2 messages, keeping 0"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("Next is nothing."), std::string::npos) << r.output;
+    const std::regex ctx(R"(\[context (\d+)/4096 tokens)");
+    std::vector<long> used;
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), ctx); it != std::sregex_iterator(); ++it)
+        used.push_back(std::stol((*it)[1]));
+    ASSERT_EQ(used.size(), 2u) << r.output;
+    EXPECT_GE(used[0] * 100, 4096 * 85) << "the first turn passed the soft trigger";
+    EXPECT_LT(used[1], used[0] / 2) << "the second turn runs on the compacted conversation";
+    std::ifstream tr(trace);
+    const std::string text(std::istreambuf_iterator<char>(tr), {});
+    EXPECT_NE(text.find("## Summary of the earlier conversation\n\nSUMMARY: the user listed many facts."),
+              std::string::npos)
+        << text.substr(text.size() > 3000 ? text.size() - 3000 : 0);
+}
+
 // GLM 5.2: the same agent over the other chat format (<tool_call> syntax, tool results after
 // <|observation|>), one-shot with the tool call read back from the model's own syntax.
 TEST_F(AgentTmux, GlmFormatToolCall) {

@@ -36,6 +36,8 @@ constexpr const char* kHelp =
     "  /strip ID      drop a saved session's KV state, keep its text\n"
     "  /history [N]   the last N messages of this session (default 10)\n"
     "  /new           start a new session\n"
+    "  /compact       summarise the older part of the session now (also automatic when the\n"
+    "                 context fills up)\n"
     "  /think, /nothink  reasoning on or off\n"
     "  /quit, /exit   leave (so does Ctrl+D)\n"
     "Ctrl+C stops a reply or a running command; the session stays consistent.\n";
@@ -134,7 +136,7 @@ private:
         term_->run([&] { r = agent_->turn(text, term_->cancel()); });
         if (!r.error.empty()) term_->print("ds4-agent: " + r.error + "\n", false);
         if (!r.sent) {
-            term_->print("[interrupted: the message was not sent]\n", false);
+            if (r.error.empty()) term_->print("[interrupted: the message was not sent]\n", false);
             return;
         }
         if (r.cancelled) term_->print("[stopped]\n", false);
@@ -202,6 +204,8 @@ bool App::command(const std::string& line) {
             term_->print("stripped session " + id + " (" + std::to_string(freed) + " bytes of KV state dropped)\n", false);
         } else if (cmd == "/history") {
             history(arg.empty() ? 10 : std::max(1, std::atoi(arg.c_str())));
+        } else if (cmd == "/compact") {
+            term_->run([&] { agent_->compact(term_->cancel(), "/compact"); });
         } else if (cmd == "/new") {
             term_->run([&] { agent_->reset(); });
             term_->print("new session\n", false);

@@ -14,7 +14,7 @@ namespace ds4::agent_cli {
 
 constexpr const char* kFooter =
     "In the agent: /help, /save, /list, /switch ID, /del ID, /strip ID, /history [N], /new,\n"
-    "/think, /nothink, /quit. Ctrl+C stops a reply or a command, Ctrl+D leaves.\n"
+    "/compact, /think, /nothink, /quit. Ctrl+C stops a reply or a command, Ctrl+D leaves.\n"
     "Tools: read, more, write, edit, search, list, bash, bash_status, bash_stop (docs/AGENT.md).\n"
     "Examples:\n"
     "  ds4-agent -m models/default.gguf\n"
