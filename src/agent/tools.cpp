@@ -182,8 +182,10 @@ ToolResult Tools::read(const std::string& path, int64_t start, int64_t max_lines
     const size_t cap = whole ? limits_.whole_bytes : limits_.read_bytes;
     if (whole) max_lines = INT64_MAX;
     const LinesRead r = read_lines(abs, start, max_lines, cap, limits_.line_bytes);
-    if (!seen_.count(abs) || seen_[abs].size < 0) seen_[abs].lines.clear();
+    // Lines shown of an earlier version of the file say nothing about this one.
+    const Seen was = seen_[abs];
     restat(abs);
+    if (was.size != seen_[abs].size || was.mtime_ns != seen_[abs].mtime_ns) seen_[abs].lines.clear();
     mark_seen(abs, start, r.last);
     const std::string rel = root_.relative(abs);
     std::string out = rel + ": ";

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -214,11 +215,28 @@ void Terminal::tool_call(const chat::ToolCall& call) {
 }
 
 void Terminal::tool_output(std::string_view text) {
-    (void)text;  // a running command's output is shown whole with its result
+    // From the command's reader thread: its last line, refreshed in place on a terminal.
+    if (!tty_) return;
+    live_ += text;
+    if (live_.size() > 4096) live_.erase(0, live_.size() - 4096);
+    // At most ten refreshes a second: a flooding command must not flood the event queue.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - live_at_ < std::chrono::milliseconds(100)) return;
+    live_at_ = now;
+    std::string_view l(live_);
+    while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.remove_suffix(1);
+    if (const size_t nl = l.find_last_of("\r\n"); nl != std::string_view::npos) l.remove_prefix(nl + 1);
+    std::string shown(l.substr(0, 100));
+    for (char& c : shown)
+        if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    post({std::string("\r\x1b[K") + kDim + "  | " + shown + kReset, false});
+    live_shown_ = true;
 }
 
 void Terminal::tool_result(const chat::ToolCall& call, const agent::ToolResult& result) {
     (void)call;
+    if (live_shown_.exchange(false)) post({"\r\x1b[K", false});
+    live_.clear();
     std::string s = preview(result.text, 12);
     if (s.empty() || s.back() != '\n') s += "\n";
     post({std::string(tty_ ? kDim : "") + s + (tty_ ? kReset : "")});

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -64,6 +65,9 @@ private:
     bool tty_;
     bool yes_, ask_;
     bool always_ = false;       // the user answered "a": yes from now on
+    std::string live_;          // a running command's recent output (its reader thread)
+    std::atomic<bool> live_shown_{false};
+    std::chrono::steady_clock::time_point live_at_{};
     bool dim_ = false, at_line_start_ = true, progress_shown_ = false, in_reasoning_ = false;
     std::mutex m_;
     std::condition_variable cv_;
