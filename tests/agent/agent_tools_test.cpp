@@ -205,11 +205,19 @@ TEST_F(AgentTools, EditOnlyChangesWhatWasSeen) {
     r = call("edit", R"({"path":"e.txt","old":"line 5\n","new":"five\n"})");
     EXPECT_FALSE(r.error) << r.text;
     // Changed behind the agent's back: read again first.
+    call("read", R"({"path":"e.txt","whole":true})");
     std::this_thread::sleep_for(10ms);
     put(root_ / "e.txt", get(root_ / "e.txt") + "appended\n");
     r = call("edit", R"({"path":"e.txt","old":"line 4\n","new":"four\n"})");
     EXPECT_TRUE(r.error);
     EXPECT_NE(r.text.find("changed since it was read"), std::string::npos) << r.text;
+    // Reading it again counts only what this read shows: lines seen of the old version do not.
+    call("read", R"({"path":"e.txt","max_lines":2})");
+    r = call("edit", R"({"path":"e.txt","old":"line 10\n","new":"ten\n"})");
+    EXPECT_TRUE(r.error);
+    EXPECT_NE(r.text.find("was never shown"), std::string::npos) << r.text;
+    r = call("edit", R"({"path":"e.txt","old":"line 2\n","new":"two\n"})");
+    EXPECT_FALSE(r.error) << r.text;
 }
 
 TEST_F(AgentTools, SearchAndList) {
