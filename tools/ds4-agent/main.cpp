@@ -266,7 +266,12 @@ int main(int argc, char** argv) {
     const auto parsed = ds4::agent_cli::parse_options(argc, argv);
     if (parsed.exit_code) return *parsed.exit_code;
     return ds4::frontend::run_main("ds4-agent", [&] {
-        ds4::agent_cli::App app(parsed.options);
+        const auto& o = parsed.options;
+        if (!o.model_given && !std::filesystem::exists(o.model))
+            ds4::fail("model file {} not found; write the small default model with scripts/run-default.sh and "
+                      "pass -m models/default.gguf, or download a DeepSeek V4 Flash GGUF to {} (or pass -m FILE)",
+                      o.model, o.model);
+        ds4::agent_cli::App app(o);
         return app.main();
     });
 }
