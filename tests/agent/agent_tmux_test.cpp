@@ -65,6 +65,8 @@ public:
         sh(tmux() + " send-keys -t t Enter");
     }
     void key(const std::string& k) { sh(tmux() + " send-keys -t t " + k); }
+    // Everything the pane is sent from now on, escape sequences included, into `path`.
+    void record(const std::string& path) { sh(tmux() + " pipe-pane -t t " + quote("cat >> " + quote(path))); }
     std::string screen() { return sh(tmux() + " capture-pane -p -J -t t -S - -E -"); }
     // Waits until `needle` shows after the last match; true when it did.
     bool expect(const std::string& needle, std::chrono::seconds timeout = 60s) {
@@ -117,11 +119,11 @@ protected:
         std::ofstream(scratch_.path() / "secret.txt") << "TOPSECRET\n";
     }
     // The agent's command line with `replies` scripted.
-    std::string agent(const std::vector<std::string>& replies, const std::string& extra = "") {
+    std::string agent(const std::vector<std::string>& replies, const std::string& extra = "", bool think = false) {
         const std::string script = scratch_.path() / "replies.json";
         std::ofstream(script) << nlohmann::json(replies).dump();
         return "HOME=" + quote((scratch_.path() / "home").string()) + " " + quote(test::binary("ds4-agent")) +
-               " -m " + quote(model_) + " --threads 2 -c 4096 --nothink --chdir " + quote(work_.string()) +
+               " -m " + quote(model_) + " --threads 2 -c 4096" + (think ? "" : " --nothink") + " --chdir " + quote(work_.string()) +
                " --session-dir " + quote((scratch_.path() / "sessions").string()) + " --script-replies " +
                quote(script) + " " + extra;
     }
@@ -181,6 +183,22 @@ TEST_F(AgentTmux, ToolsPermissionsErrorsAndHostileArguments) {
     t.type("/quit");
     for (int i = 0; i < 100 && !t.dead(); ++i) std::this_thread::sleep_for(100ms);
     EXPECT_TRUE(t.dead());
+}
+
+TEST_F(AgentTmux, ProgressBarAndDimReasoning) {
+    Tmux t(agent({"Pondering deeply.</think>The answer."}, "--prefill-chunk 128", true));
+    ASSERT_TRUE(t.expect("/help lists commands")) << t.screen();
+    const std::string raw = (scratch_.path() / "raw.txt").string();
+    t.record(raw);
+    t.type("think first");
+    ASSERT_TRUE(t.expect("Pondering deeply.\nThe answer.")) << t.screen();
+    ASSERT_TRUE(t.expect("tool calls]")) << t.screen();
+    std::ifstream in(raw);
+    const std::string bytes(std::istreambuf_iterator<char>(in), {});
+    EXPECT_NE(bytes.find("prefill [#"), std::string::npos) << "a progress bar while the prompt is prefilled";
+    EXPECT_TRUE(std::regex_search(bytes, std::regex(R"(\d+/\d+ tokens, \d+ t/s)"))) << bytes.substr(0, 2000);
+    EXPECT_NE(bytes.find("\x1b[2mPondering deeply."), std::string::npos) << "reasoning is dimmed";
+    EXPECT_NE(bytes.find("\x1b[0mThe answer."), std::string::npos) << "the answer is not";
 }
 
 TEST_F(AgentTmux, CtrlCStopsAReplyAndTheSessionGoesOn) {
