@@ -11,6 +11,7 @@ debs=(build-essential cmake ninja-build git clang libclang-rt-14-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
       libpcre2-dev libxxhash-dev libboost-dev libfmt-dev libedit-dev libssl-dev pkg-config python3 curl
       iproute2 python3-numpy help2man dpkg-dev systemd haproxy)
+debs+=(tmux)  # tests/agent: ds4-agent driven in a real terminal
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -62,6 +62,11 @@ PROBES = [
     ("speculative", "pipeline/pipeline_model.h", True),
     ("speculative", "server/scheduler.h", False),
     ("pipeline", "speculative/options.h", False),
+    ("agent", "engine/engine.h", True),
+    ("agent", "kvcache/file_format.h", True),
+    ("agent", "frontend/startup.h", False),
+    ("agent", "server/scheduler.h", False),
+    ("engine", "agent/agent.h", False),
 ]
 
 
