@@ -125,6 +125,7 @@ size_t fixed_bytes(FrameType t) {
         case FrameType::snapshot_load_begin: return kSnapshotBeginFixedBytes;
         case FrameType::snapshot_chunk: return kSnapshotChunkFixedBytes;
         case FrameType::snapshot_done: return kSnapshotDoneFixedBytes;
+        case FrameType::identity: return kIdentityFixedBytes;
     }
     return 0;
 }
@@ -206,6 +207,7 @@ const char* frame_type_name(FrameType t) {
         case FrameType::snapshot_chunk: return "SNAPSHOT_CHUNK";
         case FrameType::snapshot_done: return "SNAPSHOT_DONE";
         case FrameType::snapshot_load_begin: return "SNAPSHOT_LOAD_BEGIN";
+        case FrameType::identity: return "IDENTITY";
     }
     return "?";
 }
@@ -399,7 +401,46 @@ std::vector<uint8_t> encode(const SnapshotDone& m) {
     return w.finish("SNAPSHOT_DONE");
 }
 
+std::vector<uint8_t> encode(const Identity& m) {
+    check_text(m.architecture, kMaxModelNameBytes, "IDENTITY", "architecture");
+    Writer w(FrameType::identity);
+    w.u32(kIdentityVersion);
+    w.u32(m.n_layers);
+    w.u32(static_cast<uint32_t>(m.architecture.size()));
+    w.bytes(m.metadata_hash.data(), m.metadata_hash.size());
+    w.bytes(m.architecture.data(), m.architecture.size());
+    return w.finish("IDENTITY");
+}
+
+std::string result_error_message(const Result& r) {
+    if (r.status == kStatusOk) return "";
+    if (r.kind == ResultKind::ack && !r.payload.empty()) return as_string(r.payload);
+    if (r.status == kStatusStateMismatch) return "state mismatch";
+    return fmt::format("status {}", r.status);
+}
+
+bool result_is_state_mismatch(const Result& r) {
+    if (r.status != kStatusStateMismatch) return false;
+    return r.payload.empty() || result_error_message(r) == kUpstreamPrefixMismatch;
+}
+
 // ---- decode ----
+
+Identity decode_identity(std::span<const uint8_t> payload) {
+    Reader r(payload, "IDENTITY");
+    Identity m;
+    const uint32_t version = r.u32("version");
+    m.n_layers = r.u32("n_layers");
+    const uint32_t arch_len = r.u32("arch_len");
+    if (version != kIdentityVersion) bad("dist IDENTITY: version {}, this build reads {}", version, kIdentityVersion);
+    if (arch_len > kMaxModelNameBytes) bad("dist IDENTITY: arch_len {} exceeds {}", arch_len, kMaxModelNameBytes);
+    const auto h = r.take(m.metadata_hash.size(), "metadata hash");
+    std::copy(h.begin(), h.end(), m.metadata_hash.begin());
+    r.expect_rest(arch_len, "arch_len");
+    m.architecture = as_string(r.take(arch_len, "architecture"));
+    check_text(m.architecture, kMaxModelNameBytes, "IDENTITY", "architecture");
+    return m;
+}
 
 Hello decode_hello(std::span<const uint8_t> payload) {
     Reader r(payload, "HELLO");
@@ -587,7 +628,9 @@ Result decode_result(std::span<const uint8_t> payload) {
             tele_count);
     switch (m.kind) {
         case ResultKind::ack:
-            if (payload_bytes != 0) bad("dist RESULT: an ACK with {} payload bytes", payload_bytes);
+            // Upstream reports an error as status 1 with the message as an ACK's payload.
+            if (payload_bytes != 0 && m.status == kStatusOk)
+                bad("dist RESULT: an ACK with {} payload bytes", payload_bytes);
             break;
         case ResultKind::hidden_state:
             if (!hidden_bits_ok(m.payload_bits))
@@ -667,6 +710,7 @@ Message decode(const Frame& f) {
         case FrameType::snapshot_chunk: return decode_snapshot_chunk(f.payload);
         case FrameType::snapshot_done: return decode_snapshot_done(f.payload);
         case FrameType::snapshot_load_begin: return decode_snapshot_load_begin(f.payload);
+        case FrameType::identity: return decode_identity(f.payload);
     }
     bad("dist: unknown frame type {}", static_cast<uint32_t>(f.type));
 }
@@ -679,7 +723,7 @@ FrameHeader decode_header(std::span<const uint8_t, kHeaderBytes> h, uint32_t max
     const uint32_t type = r.u32("type");
     const uint32_t bytes = r.u32("bytes");
     if (magic != kMagic) bad("dist: bad frame magic {:#010x} (expected {:#010x} \"DS4D\")", magic, kMagic);
-    if (type < 1 || type > 9) bad("dist: unknown frame type {}", type);
+    if ((type < 1 || type > 9) && type != uint32_t(FrameType::identity)) bad("dist: unknown frame type {}", type);
     const auto t = static_cast<FrameType>(type);
     if (bytes > max_payload)
         bad("dist {}: declared payload of {} bytes exceeds the maximum {}", frame_type_name(t), bytes, max_payload);

@@ -14,6 +14,7 @@
 // and the declared payload size against its maximum before it buffers a single payload byte.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -50,6 +51,9 @@ enum class FrameType : uint32_t {
     snapshot_chunk = 7,
     snapshot_done = 8,
     snapshot_load_begin = 9,
+    // Ours, numbered apart from upstream's 1..9 (10..63 stay unknown): the answer to an
+    // IDENTIFY probe (below), which only a coordinator of ours sends.
+    identity = 64,
 };
 const char* frame_type_name(FrameType t);
 
@@ -82,7 +86,14 @@ inline constexpr uint32_t kWorkAllLogits = 0x10;
 // Ours (issue 31, speculative decoding over a pipeline): a DraftRequest record follows the route
 // blob, and the answer carries a DraftRows section (the draft seam's outputs, model.h BatchItem).
 inline constexpr uint32_t kWorkDraftRows = 0x40;
-inline constexpr uint32_t kWorkKnownFlags = 0x5F;
+// Ours (issue 38, the extension negotiation): a probe the coordinator sends on a new worker's
+// control connection right after its HELLO. Our worker answers with an IDENTITY frame; upstream's
+// refuses the flag with an error RESULT, which marks the worker as upstream's (docs/DISTRIBUTED.md,
+// "Mixed clusters").
+inline constexpr uint32_t kWorkIdentify = 0x80;
+inline constexpr uint32_t kWorkKnownFlags = 0xDF;
+// The only WORK flags upstream ds4 accepts (0x1-0x8): what a route with an upstream hop may send.
+inline constexpr uint32_t kWorkUpstreamFlags = 0x0F;
 // Route entry flags.
 inline constexpr uint32_t kRouteOutputLogits = 0x1;
 // Route-return record kinds.
@@ -189,11 +200,14 @@ struct Telemetry {
 };
 
 enum class ResultKind : uint32_t { ack = 0, hidden_state = 1, logits = 2 };
-// RESULT status values (ours; the spec names only "a status error"): 0 done; 1 the worker's
-// state for the session does not match prefix_hash (recoverable: replay with RESET_SESSION).
-// Errors that are not recoverable travel as an ERROR frame with a message.
+// RESULT status values: 0 done; 1 the WORK failed. Ours sends status 1 with an empty ACK for
+// "the worker's state for the session does not match prefix_hash" (recoverable: replay with
+// RESET_SESSION) and other errors as an ERROR frame; upstream sends every error as status 1, an
+// ACK kind and the message as its payload (result_error_message), its prefix mismatch as
+// kUpstreamPrefixMismatch.
 inline constexpr uint32_t kStatusOk = 0;
 inline constexpr uint32_t kStatusStateMismatch = 1;
+inline constexpr const char* kUpstreamPrefixMismatch = "worker KV prefix hash mismatch";
 
 // The answer to a DraftRequest (ours): {version, rows, bits, hidden_bytes*, capture_count*,
 // capture_bytes*}, then capture_count u32 layer ids, the hidden rows ([rows][width] values at
@@ -215,7 +229,8 @@ struct DraftRows {
 inline constexpr uint32_t kResultDraftRows = 0x100;
 
 // RESULT (4). telemetry_count = telemetry.size(), telemetry_bytes = 40 * telemetry_count,
-// payload_bytes = payload.size(). Checked on decode: kind is 0, 1 or 2; an ACK has no payload;
+// payload_bytes = payload.size(). Checked on decode: kind is 0, 1 or 2; an ACK has no payload
+// unless its status is not 0 (then the payload is the error message, upstream's error shape);
 // a hidden state has payload_bits 32, 16 or 8 and a whole number of values; logits are 32-bit
 // (a multiple of 4 bytes).
 struct Result {
@@ -228,6 +243,25 @@ struct Result {
     std::vector<uint8_t> payload;
     std::optional<DraftRows> draft;  // after the payload (result_kind | kResultDraftRows)
     bool operator==(const Result&) const = default;
+};
+
+// The error a RESULT reports: "" for status 0; the payload of an error ACK (upstream's shape);
+// "state mismatch" for ours (status 1, no payload).
+std::string result_error_message(const Result& r);
+// Whether r says the worker's session holds another prefix (ours, or upstream's message).
+bool result_is_state_mismatch(const Result& r);
+
+// IDENTITY (64, ours): {version, n_layers, arch_len} + the 16-byte metadata hash + the
+// architecture name (<= 127 bytes). Our worker's answer to an IDENTIFY probe: what the
+// coordinator checks a worker of ours by (the HELLO's fields are upstream's). Checked on decode:
+// version = kIdentityVersion, the record is exactly the payload.
+inline constexpr uint32_t kIdentityVersion = 1;
+inline constexpr size_t kIdentityFixedBytes = 3 * 4 + 16;
+struct Identity {
+    uint32_t n_layers = 0;
+    std::array<uint8_t, 16> metadata_hash{};
+    std::string architecture;
+    bool operator==(const Identity&) const = default;
 };
 
 // SNAPSHOT_SAVE_REQ (5): exactly the fixed record.
@@ -287,6 +321,7 @@ std::vector<uint8_t> encode(const SnapshotBegin& m);
 std::vector<uint8_t> encode(const SnapshotChunk& m);
 std::vector<uint8_t> encode(const SnapshotDone& m);
 std::vector<uint8_t> encode(const SnapshotLoadBegin& m);
+std::vector<uint8_t> encode(const Identity& m);
 
 // Payload decoders: `payload` is what follows the header. Throw ProtocolError.
 Hello decode_hello(std::span<const uint8_t> payload);
@@ -298,6 +333,7 @@ SnapshotBegin decode_snapshot_begin(std::span<const uint8_t> payload);
 SnapshotChunk decode_snapshot_chunk(std::span<const uint8_t> payload);
 SnapshotDone decode_snapshot_done(std::span<const uint8_t> payload);
 SnapshotLoadBegin decode_snapshot_load_begin(std::span<const uint8_t> payload);
+Identity decode_identity(std::span<const uint8_t> payload);
 
 // The route blob alone (WORK's last part): `count` entries, then an optional return record.
 std::vector<uint8_t> encode_route(const std::vector<RouteEntry>& route, const std::optional<RouteReturn>& ret);
@@ -312,11 +348,11 @@ struct Frame {
 };
 
 using Message = std::variant<Hello, ErrorFrame, Work, Result, SnapshotSaveReq, SnapshotBegin, SnapshotChunk,
-                             SnapshotDone, SnapshotLoadBegin>;
+                             SnapshotDone, SnapshotLoadBegin, Identity>;
 // decode_<type>(frame.payload) by frame.type.
 Message decode(const Frame& frame);
 
-// Reads the 12 header bytes: checks the magic, the type (1..9), the payload size against
+// Reads the 12 header bytes: checks the magic, the type (1..9 or 64), the payload size against
 // max_payload and against the type's fixed record. Returns {type, payload bytes}.
 struct FrameHeader {
     FrameType type;

@@ -216,6 +216,22 @@ void Writer::skip_tensor(const std::string& name) {
     ++next_;
 }
 
+void Writer::write_tensor_part(const std::string& name, uint64_t offset, std::span<const uint8_t> bytes) {
+    if (!started_ || finished_ || next_ >= tensors_.size() || tensors_[next_].name != name)
+        fail("{}: write_tensor_part('{}') is not the next tensor's", path_, name);
+    const Pending& t = tensors_[next_];
+    if (offset > t.n_bytes || bytes.size() > t.n_bytes - offset)
+        fail("{}: tensor '{}' of {} bytes has no {} bytes at offset {}", path_, name, t.n_bytes, bytes.size(),
+             offset);
+    pad_to(data_start_ + t.offset);
+    const uint64_t at = data_start_ + t.offset + offset;
+    if (at > uint64_t(INT64_MAX) || lseek(out_->fd(), off_t(at), SEEK_SET) < 0)
+        fail("{}: seek to byte {} failed: {}", path_, at, std::strerror(errno));
+    pos_ = at;
+    write_bytes(bytes.data(), bytes.size());
+    skip_tensor(name);  // the rest: a hole up to the tensor's end
+}
+
 void Writer::finish() {
     if (!started_) fail("{}: finish() before begin_data()", path_);
     if (finished_) fail("{}: finish() called twice", path_);

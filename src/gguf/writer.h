@@ -49,6 +49,8 @@ public:
     void write_tensor(const std::string& name, std::span<const uint8_t> bytes);
     // Leaves the next tensor's bytes as a hole (sparse file; reads as zeros).
     void skip_tensor(const std::string& name);
+    // Writes `bytes` at byte `offset` of the next tensor and leaves the rest of it a hole.
+    void write_tensor_part(const std::string& name, uint64_t offset, std::span<const uint8_t> bytes);
     void finish();
 
 private:

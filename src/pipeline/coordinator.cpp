@@ -21,6 +21,30 @@ std::string model_family(const model::ModelInfo& info) {
     return info.architecture.substr(0, dist::kMaxModelNameBytes);
 }
 
+uint32_t upstream_model_id(const model::ModelInfo& info) {
+    if (info.architecture == "glm-dsa") return 2;
+    return info.hidden_size == 4 * 7168 ? 1 : 0;  // Pro's embedding is 7168 wide (4 HC streams)
+}
+
+std::string upstream_model_name(const model::ModelInfo& info) {
+    switch (upstream_model_id(info)) {
+        case 1: return "DeepSeek V4 Pro";
+        case 2: return "GLM 5.2";
+        default: return "DeepSeek V4 Flash";
+    }
+}
+
+uint32_t routed_quant_bits(const gguf::File& file, const model::LayerRange& range) {
+    for (uint32_t l = range.first; l <= range.last; ++l)
+        if (const auto* t = file.find_tensor(fmt::format("blk.{}.ffn_gate_exps.weight", l)))
+            return t->type == TensorType::Q4_K ? 4 : 2;
+    return 2;
+}
+
+dist::Identity identity(const model::ModelInfo& info) {
+    return dist::Identity{info.n_layer, info.metadata_hash, model_family(info)};
+}
+
 namespace {
 
 std::string range_str(uint32_t a, uint32_t b, bool output) {
@@ -108,12 +132,51 @@ void Coordinator::accept_loop() {
     }
 }
 
+namespace {
+
+[[noreturn]] void another_model(const std::string& name, uint32_t layers, uint32_t id, const std::string& ours,
+                                uint32_t our_layers, uint32_t our_id) {
+    fail("the worker runs another model ({} with {} layers, model id {:08x}) than the coordinator ({} with {} "
+         "layers, model id {:08x})", name, layers, id, ours, our_layers, our_id);
+}
+
+}  // namespace
+
+Dialect Coordinator::identify(dist::Connection& c, const dist::Hello& h) const {
+    const uint32_t n = local_.n_layer;
+    if (h.model_name == model_family(local_)) {  // an older worker of ours: our identity in its HELLO
+        if (h.model_id != model_id(local_) || h.n_layers != n)
+            another_model(h.model_name, h.n_layers, h.model_id, model_family(local_), n, model_id(local_));
+        return Dialect::ours_legacy;
+    }
+    if (h.model_name != upstream_model_name(local_) || h.model_id != upstream_model_id(local_) || h.n_layers != n)
+        another_model(h.model_name, h.n_layers, h.model_id, upstream_model_name(local_), n,
+                      upstream_model_id(local_));
+    // Upstream's HELLO shape: ours answers the probe with its identity, upstream refuses the flag.
+    dist::Work probe;
+    probe.model_id = upstream_model_id(local_);
+    probe.flags = dist::kWorkIdentify;
+    probe.tokens = {0};
+    probe.result_hash = dist::token_hash(probe.prefix_hash, probe.tokens);
+    c.send(dist::encode(probe));
+    const dist::Message m = c.recv_message(dist::handshake_timeout());
+    if (const auto* id = std::get_if<dist::Identity>(&m)) {
+        if (id->architecture != model_family(local_) || id->metadata_hash != local_.metadata_hash ||
+            id->n_layers != n) {
+            const dist::Identity w = *id;
+            model::ModelInfo wi;
+            wi.metadata_hash = w.metadata_hash;
+            another_model(w.architecture, w.n_layers, model_id(wi), model_family(local_), n, model_id(local_));
+        }
+        return Dialect::ours;
+    }
+    const auto* r = std::get_if<dist::Result>(&m);
+    if ((r && r->status != dist::kStatusOk) || std::holds_alternative<dist::ErrorFrame>(m)) return Dialect::upstream;
+    fail("the worker answered the identity probe with an unexpected frame");
+}
+
 std::string Coordinator::refusal(const dist::Hello& h, const std::string& host) const {
     const uint32_t n = local_.n_layer;
-    if (h.model_name != model_family(local_) || h.model_id != model_id(local_) || h.n_layers != n)
-        return fmt::format("the worker runs another model ({} with {} layers, model id {:08x}) than the "
-                           "coordinator ({} with {} layers, model id {:08x})",
-                           h.model_name, h.n_layers, h.model_id, model_family(local_), n, model_id(local_));
     if (h.layer_start > h.layer_end || h.layer_end >= n)
         return fmt::format("the worker's layers {}:{} are not within the model's 0:{}", h.layer_start, h.layer_end,
                            n - 1);
@@ -158,6 +221,15 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
             c.fail_and_close("expected HELLO on the control connection");
             fail("{} sent no HELLO on the control connection", peer);
         }
+        Dialect dialect = Dialect::ours;
+        try {
+            dialect = identify(c, *h);
+        } catch (const dist::TransportError&) {
+            throw;
+        } catch (const Error& e) {
+            c.fail_and_close(std::string("the coordinator refused the registration: ") + e.what());
+            fail("refused the worker at {}: {}", peer, e.what());
+        }
         c.socket().set_recv_timeout(dist::recv_timeout_seconds());
         handshake_done();
         const std::string host = sp->peer_host();
@@ -175,10 +247,13 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
                 return stale;
             });
             id = next_id_++;
-            workers_.push_back({id, *h, host, sp});
+            workers_.push_back({id, *h, dialect, host, sp});
             ++generation_;
-            log::info("ds4: worker {}:{} registered layers {}", host, h->listen_port,
-                      range_str(h->layer_start, h->layer_end, h->has_output));
+            log::info("ds4: worker {}:{} registered layers {}{}", host, h->listen_port,
+                      range_str(h->layer_start, h->layer_end, h->has_output),
+                      dialect == Dialect::upstream ? fmt::format(" (upstream ds4, Q{} experts: its dialect on "
+                                                                 "this route)", h->quant_bits)
+                      : dialect == Dialect::ours_legacy ? " (an older ds4 of ours)" : "");
         }
         changed_.notify_all();
         // The connection stays open while the worker is up; its end is the worker's end.
@@ -235,6 +310,8 @@ bool Coordinator::form_route(Route& r, std::string& missing) const {
         hop.entry.layer_end = w.hello.layer_end;
         hop.has_output = w.hello.has_output;
         hop.ctx_size = w.hello.ctx_size;
+        hop.dialect = w.dialect;
+        r.upstream = r.upstream || w.dialect == Dialect::upstream;
         r.hops.push_back(hop);
         next = w.hello.layer_end + 1;
     }

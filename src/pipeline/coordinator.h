@@ -22,22 +22,41 @@
 
 namespace ds4::pipeline {
 
-// What identifies a model on the wire: HELLO's model_id is the first four bytes of the metadata
-// hash (equal for every range and split file of one model), its name the architecture.
+// What identifies a model between our own processes: the first four bytes of the metadata hash
+// (equal for every range and split file of one model) as WORK's model_id, and the architecture.
+// An older worker of ours sends these in its HELLO; ours now sends upstream's (below) and tells
+// its own in an IDENTITY frame when the coordinator probes it (docs/DISTRIBUTED.md, "Mixed
+// clusters").
 uint32_t model_id(const model::ModelInfo& info);
 std::string model_family(const model::ModelInfo& info);
+// Upstream ds4's identity of a model (its HELLO and WORK): model_id is the variant number (0
+// DeepSeek V4 Flash, 1 DeepSeek V4 Pro -- told apart by the embedding width --, 2 GLM 5.2) and
+// the name that variant's display name.
+uint32_t upstream_model_id(const model::ModelInfo& info);
+std::string upstream_model_name(const model::ModelInfo& info);
+// HELLO's quant_bits as upstream's coordinator requires it: 4 when the routed experts of the
+// file's first layer in `range` that has them are Q4_K, else 2.
+uint32_t routed_quant_bits(const gguf::File& file, const model::LayerRange& range);
+dist::Identity identity(const model::ModelInfo& info);
+
+// How a worker speaks: ours (negotiated by the IDENTIFY probe: our identity checks and WORK
+// flags 0x10/0x40), an older one of ours (its HELLO carries our identity; no probe), or
+// upstream's (only upstream's frames and flags).
+enum class Dialect { ours, ours_legacy, upstream };
 
 // One worker hop of a route.
 struct Hop {
     dist::RouteEntry entry;  // host, data port, layer_start, layer_end (inclusive), flags
     bool has_output = false;
     uint32_t ctx_size = 0;
+    Dialect dialect = Dialect::ours;
 };
 
 struct Route {
     uint64_t generation = 0;
     std::vector<Hop> hops;          // in layer order; empty when the coordinator holds every layer
     bool worker_head = false;       // the last hop runs the output head
+    bool upstream = false;          // a hop is upstream's: every WORK speaks upstream's dialect
     std::vector<dist::RouteEntry> entries() const;
     std::string str() const;        // "127.0.0.1:4001 3:4 -> 127.0.0.1:4002 5:output"
 };
@@ -65,13 +84,17 @@ private:
     struct Worker {
         uint64_t id = 0;
         dist::Hello hello;
+        Dialect dialect = Dialect::ours;
         std::string host;
         std::shared_ptr<dist::Socket> control;
     };
 
     void accept_loop();
     void serve_control(std::shared_ptr<dist::Socket> s);
-    // "" if the hello may register (mu_ held), else why not.
+    // Whose HELLO this is (probing it when it has upstream's shape); throws ds4::Error with the
+    // reason when the worker runs another model.
+    Dialect identify(dist::Connection& c, const dist::Hello& h) const;
+    // "" if the hello's layers may register (mu_ held), else why not.
     std::string refusal(const dist::Hello& h, const std::string& host) const;
     // The route, or why there is none (mu_ held).
     bool form_route(Route& r, std::string& missing) const;

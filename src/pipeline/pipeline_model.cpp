@@ -167,6 +167,7 @@ std::vector<uint8_t> PipelineModel::save_state(const model::Sequence& seq, std::
     std::lock_guard lk(mu_);
     if (ps->dirty_) fail("save_state: the sequence is out of step with the workers (a call failed); evaluate it first");
     const Route route = coord_->route();
+    if (route.upstream) fail("save_state: an upstream ds4 worker's session state is in its own format, not ours");
     std::vector<std::vector<uint8_t>> parts;
     parts.push_back(local_->save_state(*ps->local_));
     for (const Hop& h : route.hops) {
@@ -226,6 +227,7 @@ void PipelineModel::load_state(std::span<const uint8_t> bytes, model::Sequence& 
     const auto local_part = model::cut_range_state(bytes, local_->info().range);
     const uint64_t hash = dist::token_hash(dist::kTokenHashInit, h.tokens);
     const Route route = coord_->route();
+    if (route.upstream) fail("load_state: an upstream ds4 worker's session state is in its own format, not ours");
     for (const Hop& hop : route.hops) {
         const model::LayerRange r{hop.entry.layer_start, hop.entry.layer_end, hop.has_output};
         const auto part = model::cut_range_state(bytes, r);
@@ -339,10 +341,32 @@ dist::Result PipelineModel::recv_result(const Route& route, uint64_t request_id)
     auto* r = std::get_if<dist::Result>(&m);
     if (!r) fail("the worker {} answered WORK with another frame", hop_name(route.hops.front()));
     // A state mismatch may overtake requests still in flight (a hop answers it at once).
-    if (r->status == dist::kStatusStateMismatch) throw StateMismatch{};
+    if (dist::result_is_state_mismatch(*r)) throw StateMismatch{};
+    // Upstream's error shape: status 1 and the message.
+    if (r->status != dist::kStatusOk && !r->payload.empty())
+        fail("the route refused the work: {}", dist::result_error_message(*r));
     if (r->request_id != request_id)
         fail("the route answered request {} where {} was next", r->request_id, request_id);
     return std::move(*r);
+}
+
+void PipelineModel::check_dialect(const Route& route, const model::BatchItem& it) const {
+    if (!route.upstream) return;
+    for (const Hop& h : route.hops)
+        if (h.dialect == Dialect::ours_legacy)
+            fail("the worker {} is an older ds4 of ours, which does not speak upstream's dialect that the "
+                 "upstream worker on this route needs: update it", hop_name(h));
+    if (!it.capture.empty() || it.hidden_want != model::Logits::None)
+        fail("a route with an upstream ds4 worker cannot return draft rows (speculative decoding on the "
+             "coordinator); run without a drafter");
+}
+
+uint32_t PipelineModel::upstream_flags(const Route& route, uint32_t ours) {
+    // Upstream's OUTPUT_LOGITS says "this hop holds the head" (its route entry's flag), set even
+    // with ACK_ONLY; each hop sets it for the next one as it forwards.
+    uint32_t f = ours & (dist::kWorkInputHc | dist::kWorkResetSession | dist::kWorkAckOnly);
+    if (route.hops.front().entry.flags & dist::kRouteOutputLogits) f |= dist::kWorkOutputLogits;
+    return f;
 }
 
 void PipelineModel::run_span(PipelineSequence& ps, const model::BatchItem& it, bool reset) {
@@ -476,8 +500,11 @@ void PipelineModel::collect(const Route& route, PipelineSequence& ps, const mode
 
 void PipelineModel::run_span_unguarded(PipelineSequence& ps, const model::BatchItem& it, bool reset) {
     const int64_t n = int64_t(it.tokens.size()), H = info_.hidden_size, V = info_.n_vocab;
-    const int64_t chunk = dist_.prefill_chunk > 0 ? dist_.prefill_chunk : n;
     const Route route = coord_->route();  // "route incomplete" before any work
+    check_dialect(route, it);
+    // Upstream returns the last row's logits only: every row's are one WORK per token there.
+    const bool row_by_row = route.upstream && route.worker_head && it.want == model::Logits::All;
+    const int64_t chunk = row_by_row ? 1 : dist_.prefill_chunk > 0 ? dist_.prefill_chunk : n;
     ps.dirty_ = true;  // until every chunk's answer is in
     // Chunks sent whose answers are not read yet. Chunks that only need an ACK stay in flight
     // while the next chunk runs here (up to the window); a chunk that returns logits, a hidden
@@ -520,7 +547,7 @@ void PipelineModel::run_span_unguarded(PipelineSequence& ps, const model::BatchI
             continue;
         }
         dist::Work w;
-        w.model_id = model_id(info_);
+        w.model_id = route.upstream ? upstream_model_id(info_) : model_id(info_);
         w.session_id = ps.session_;
         w.request_id = next_request_++;
         w.prefix_hash = hash;
@@ -536,6 +563,7 @@ void PipelineModel::run_span_unguarded(PipelineSequence& ps, const model::BatchI
             w.flags |= dist::kWorkDraftRows;
             w.draft = dist::DraftRequest{uint32_t(c.draft_from), c.draft_hidden, c.remote};
         }
+        if (route.upstream) w.flags = upstream_flags(route, w.flags);
         w.input_hc_bits = dist_.activation_bits;
         w.tokens.assign(part.begin(), part.end());
         w.input_hc = dist::encode_activations(hidden, w.input_hc_bits);

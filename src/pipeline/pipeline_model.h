@@ -84,6 +84,11 @@ private:
     // differs, ds4::Error otherwise.
     void run_span(PipelineSequence& ps, const model::BatchItem& it, bool reset);
     void run_span_unguarded(PipelineSequence& ps, const model::BatchItem& it, bool reset);
+    // A route with an upstream worker (docs/DISTRIBUTED.md, "Mixed clusters"): throws when `it`
+    // asks what that dialect cannot carry, or a hop of ours is too old to speak it.
+    void check_dialect(const Route& route, const model::BatchItem& it) const;
+    // A WORK's flags in upstream's dialect (0x1-0x8 only, OUTPUT_LOGITS by the first hop's entry).
+    static uint32_t upstream_flags(const Route& route, uint32_t ours);
     // What chunk [b, b+len) of `it` asks of the route.
     Chunk plan_chunk(const Route& route, const model::BatchItem& it, int64_t b, int64_t len) const;
     // Reads a chunk's answer into it's buffers and advances ps.

@@ -226,8 +226,11 @@ public:
 private:
     dist::Hello hello() const {
         const auto& info = model_->info();
+        // Upstream's identity and quant profile, so that an upstream coordinator accepts it; a
+        // coordinator of ours learns ours from the IDENTITY answer to its probe.
         dist::Hello h;
-        h.model_id = model_id(info);
+        h.model_id = upstream_model_id(info);
+        h.quant_bits = routed_quant_bits(model_->file(), info.range);
         h.layer_start = info.range.first;
         h.layer_end = info.range.last;
         h.has_output = info.range.output;
@@ -235,7 +238,7 @@ private:
         h.ctx_size = uint32_t(std::min<int64_t>(opt_.seq.ctx, UINT32_MAX));
         h.n_layers = info.n_layer;
         h.listen_port = listener_->port();
-        h.model_name = model_family(info);
+        h.model_name = upstream_model_name(info);
         return h;
     }
 
@@ -247,14 +250,22 @@ private:
             try {
                 dist::Socket s = dist::connect_to(d.coordinator_host, uint16_t(d.coordinator_port));
                 dist::authenticate_connector(s, key_, dist::Channel::control);
-                dist::Connection c(std::move(s));
-                c.send(dist::encode(hello()));
+                auto up = std::make_shared<Upstream>(std::move(s));
+                up->send(dist::encode(hello()));
                 log::info("ds4: registered with the coordinator at {}:{}", d.coordinator_host,
                           d.coordinator_port);
                 waiting_noted = false;
+                // Upstream's coordinator sends the first hop's WORK on this connection too.
+                std::unique_ptr<Downstream> down;
                 for (;;) {
-                    const dist::Message m = c.recv_message();
+                    dist::Message m = up->conn.recv_message();
                     if (const auto* e = std::get_if<dist::ErrorFrame>(&m)) return stop(e->message);
+                    const auto* w = std::get_if<dist::Work>(&m);
+                    if (w && (w->flags & dist::kWorkIdentify)) {
+                        up->send(dist::encode(identity(model_->info())));
+                        continue;
+                    }
+                    if (w && !serve_frame(m, up, down)) break;
                 }
             } catch (const dist::AuthError& e) {
                 return stop(e.what());
@@ -315,36 +326,56 @@ private:
                 log::warn("ds4: data connection: {}", e.what());
                 return;
             }
-            try {
-                if (auto* q = std::get_if<dist::SnapshotSaveReq>(&m)) {
-                    save_snapshot(up->conn, *q);
-                    continue;
-                }
-                if (auto* q = std::get_if<dist::SnapshotLoadBegin>(&m)) {
-                    load_snapshot(up->conn, *q);
-                    continue;
-                }
-            } catch (const Error& e) {
-                log::warn("ds4: snapshot: {}", e.what());
-                return;
+            if (!serve_frame(m, up, down)) return;
+        }
+    }
+
+    // WORK from an upstream coordinator carries upstream's model id (docs/DISTRIBUTED.md,
+    // "Mixed clusters"): its errors go back as error RESULTs, its OUTPUT_LOGITS is per hop.
+    bool upstream_dialect(const dist::Work& w) const { return w.model_id != model_id(model_->info()); }
+
+    // One frame of a data connection (or a WORK on the control one); false: close it.
+    bool serve_frame(dist::Message& m, const std::shared_ptr<Upstream>& up, std::unique_ptr<Downstream>& down) {
+        try {
+            if (auto* q = std::get_if<dist::SnapshotSaveReq>(&m)) {
+                save_snapshot(up->conn, *q);
+                return true;
             }
-            auto* w = std::get_if<dist::Work>(&m);
-            if (!w) {
-                up->conn.fail_and_close("expected WORK or a snapshot request on a data connection");
-                return;
+            if (auto* q = std::get_if<dist::SnapshotLoadBegin>(&m)) {
+                load_snapshot(up->conn, *q);
+                return true;
             }
+        } catch (const Error& e) {
+            log::warn("ds4: snapshot: {}", e.what());
+            return false;
+        }
+        auto* w = std::get_if<dist::Work>(&m);
+        if (!w) {
+            up->conn.fail_and_close("expected WORK or a snapshot request on a data connection");
+            return false;
+        }
+        try {
+            if (auto answer = handle(*w, up, down)) up->send(*answer);
+        } catch (const dist::TransportError&) {
+            return false;
+        } catch (const Error& e) {
             try {
-                if (auto answer = handle(*w, up, down)) up->send(*answer);
-            } catch (const dist::TransportError&) {
-                return;
-            } catch (const Error& e) {
-                try {
-                    up->send(dist::encode(dist::ErrorFrame{e.what()}));
-                } catch (const Error&) {
-                    return;
-                }
+                up->send(upstream_dialect(*w) ? error_result(w->request_id, e.what())
+                                              : dist::encode(dist::ErrorFrame{e.what()}));
+            } catch (const Error&) {
+                return false;
             }
         }
+        return true;
+    }
+
+    // Upstream's error shape: status 1, an ACK, the message as its payload.
+    static std::vector<uint8_t> error_result(uint64_t request_id, const std::string& message) {
+        dist::Result r;
+        r.request_id = request_id;
+        r.status = 1;
+        r.payload.assign(message.begin(), message.end());
+        return dist::encode(r);
     }
 
     std::string range_name() const { return model_->info().range.str(); }
@@ -431,7 +462,10 @@ private:
     void check_work(const dist::Work& w, const std::string& me) const {
         const auto& info = model_->info();
         const int64_t n = int64_t(w.tokens.size()), H = info.hidden_size;
-        if (w.model_id != model_id(info)) fail("{}: WORK for another model (id {:08x})", me, w.model_id);
+        if (w.model_id != model_id(info) && w.model_id != upstream_model_id(info))
+            fail("{}: WORK for another model (id {:08x})", me, w.model_id);
+        if (upstream_dialect(w) && (w.flags & ~dist::kWorkUpstreamFlags))
+            fail("{}: invalid distributed WORK flags {:#x} for upstream's dialect", me, w.flags);
         if (w.layer_start != info.range.first || w.layer_end != info.range.last)
             fail("{}: WORK for layers {}:{}", me, w.layer_start, w.layer_end);
         if (!w.route.empty()) {
@@ -506,6 +540,9 @@ private:
             r.request_id = w.request_id;
             r.result_hash = w.result_hash;
             r.status = dist::kStatusStateMismatch;
+            if (upstream_dialect(w))
+                r.payload.assign(dist::kUpstreamPrefixMismatch,
+                                 dist::kUpstreamPrefixMismatch + std::strlen(dist::kUpstreamPrefixMismatch));
             r.telemetry = {tel};
             return dist::encode(r);
         }
@@ -547,6 +584,9 @@ private:
         f.layer_start = next.layer_start;
         f.layer_end = next.layer_end;
         f.input_hc = dist::encode_activations(hidden, w.input_hc_bits);
+        if (upstream_dialect(w))  // upstream's OUTPUT_LOGITS: the next hop holds the head
+            f.flags = (w.flags & ~dist::kWorkOutputLogits) |
+                      (next.flags & dist::kRouteOutputLogits ? dist::kWorkOutputLogits : 0);
         const std::string where = fmt::format("{}:{}", next.host, next.port);
         tel.output_bytes = uint32_t(std::min<size_t>(f.input_hc.size(), UINT32_MAX));
         try {

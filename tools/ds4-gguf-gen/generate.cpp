@@ -90,7 +90,7 @@ void write_tensors(gguf::Writer& w, const std::vector<GenTensor>& tensors, const
     Buffer buffer(p.sparse ? 0 : max_bytes);
 
     std::unique_ptr<ThreadPool> pool;
-    if (!p.sparse && p.threads > 1) pool = std::make_unique<ThreadPool>(p.threads);
+    if ((!p.sparse || p.fill.any()) && p.threads > 1) pool = std::make_unique<ThreadPool>(p.threads);
     int last_layer = -2;
     for (const auto& t : tensors) {
         const auto& s = t.spec;
@@ -100,7 +100,7 @@ void write_tensors(gguf::Writer& w, const std::vector<GenTensor>& tensors, const
         }
         last_layer = s.layer;
         if (p.sparse) {
-            w.skip_tensor(s.name);
+            if (!write_filled(w, t, p, pool.get())) w.skip_tensor(s.name);
             continue;
         }
         const std::span<uint8_t> data = buffer.span(tensor_bytes(s, p.types.of(s.cls)));

@@ -42,6 +42,14 @@ Presets (individual flags override them):
          as flash. With --sparse and no --layers: the full 61-layer file (~432.7 GiB
          apparent size) with holes instead of tensor data.
 
+Partly filled sparse files (--fill, --fill-experts; both imply --sparse): the classes named are
+written whole, routed experts A-B are written (the rest of each expert tensor stays a hole), and
+the routing is pinned to them (exp_probs_b + 8 on them, hash layers' tid2eid among them), so a
+forward pass reads no hole. --hole NAMES leaves tensors whose names contain one of them holes
+anyway (zeros: e.g. attn_output_b,ffn_down zeroes every attention and FFN output, for a bisect).
+E.g. the upstream peer check's Flash file (scripts/peer_check.sh):
+  --preset flash --real-vocab --fill nonrouted --fill-experts 0-15
+
 Tensor classes for --type CLASS=TYPE (repeatable, applied in order):
   all           every class below
   embd          token_embd
@@ -183,7 +191,15 @@ int main(int argc, char** argv) {
     app.add_option("--hf-dtypes", hf_dtypes, "official (FP8/FP4/BF16 as the release) | f32 (exact values)")
         ->check(CLI::IsMember({"official", "f32"}))
         ->capture_default_str();
+    std::string fill, fill_experts;
+    app.add_option("--fill", fill,
+                   "sparse, but write these classes (comma list: --type classes, nonrouted, norm, tid2eid)");
+    app.add_option("--fill-experts", fill_experts,
+                   "sparse, but write routed experts A-B and pin the routing to them (e.g. 0-15)");
+    std::string holes;
+    app.add_option("--hole", holes, "with --fill: leave tensors whose names contain these parts (comma list) holes");
     CLI11_PARSE(app, argc, argv);
+    if (!fill.empty() || !fill_experts.empty()) sparse = true;
 
     try {
         O ov;
@@ -197,6 +213,10 @@ int main(int argc, char** argv) {
         ds4::gen::GenPlan plan = ds4::gen::make_plan(preset, ov, seed, real_vocab, sparse);
         if (threads > 0) plan.threads = threads;
         plan.exact_quant = exact_quant;
+        if (!fill.empty()) ds4::gen::add_fill_classes(plan.fill, fill);
+        if (!holes.empty()) ds4::gen::add_holes(plan.fill, holes);
+        if (!fill_experts.empty())
+            ds4::gen::set_fill_experts(plan.fill, fill_experts, plan.cfg.n_expert, plan.cfg.n_expert_used);
         ds4::gen::enable_mtp(plan, mtp_embedded, mtp_out, out);
         if (real_vocab)
             plan.tokenizer_json =

@@ -10,6 +10,7 @@
 
 #include "model/deepseek4/config.h"
 #include "model/deepseek4/layout.h"
+#include "sparse_fill.h"
 
 namespace ds4::gen {
 
@@ -35,6 +36,8 @@ struct GenPlan {
     // MTP heads (mtp.h): in the main file (cfg.n_nextn = 1) and/or a support file.
     bool mtp_embedded = false;
     std::string mtp_out;
+    // With sparse: what is written anyway (sparse_fill.h).
+    SparseFill fill;
 };
 
 // Known presets: "tiny", "small", "flash", "pro".
