@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct Family {
     const char* name;
     std::vector<std::string> gen_args;
 };
+
+// gtest names the cases by the family (not the struct's bytes).
+void PrintTo(const Family& f, std::ostream* os) { *os << f.name; }
 
 class SteeringModel : public ::testing::TestWithParam<Family> {
 protected:
