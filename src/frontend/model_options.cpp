@@ -33,6 +33,9 @@ void add_model_flags(CLI::App& app, ModelOptions& o, const FlagLook& look) {
         ->group(eval_group);
     app.add_flag("--no-qat", [&o](int64_t) { o.qat = false; }, look.qat_help)->group(eval_group);
     app.add_flag("--no-mmap", [&o](int64_t) { o.no_mmap = true; }, gguf::File::kCopyHelp)->group(eval_group);
+    app.add_flag("--warm-weights", o.warm_weights,
+                 "Read every weight page at start-up (no page faults during the first tokens)")
+        ->group(eval_group);
 }
 
 std::string flag_error(const ModelOptions& o) {
@@ -41,16 +44,20 @@ std::string flag_error(const ModelOptions& o) {
     } catch (const Error& e) {
         return e.what();
     }
+    if (!o.steering.slots.empty() && o.dist.role != pipeline::Role::none)
+        return "directional steering runs in one process: not with --role (a pipeline's layers are elsewhere)";
     return pipeline::dist_options_error(o.dist);
 }
 
-std::optional<int> parse(CLI::App& app, int argc, char** argv, const ModelOptions& o) {
+std::optional<int> parse(CLI::App& app, int argc, char** argv, ModelOptions& o) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }
-    if (const std::string why = flag_error(o); !why.empty()) {
+    std::string why = resolve_steering(app, o.steering);
+    if (why.empty()) why = flag_error(o);
+    if (!why.empty()) {
         std::fprintf(stderr, "%s: %s\n", app.get_name().c_str(), why.c_str());
         return 2;
     }

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "frontend/steering_options.h"
 #include "model/session.h"
 #include "pipeline/options.h"
 #include "streaming/options.h"
@@ -35,6 +36,8 @@ struct ModelOptions {
     bool no_mmap = false;                   // --no-mmap: weights read into (huge-page) memory
     streaming::Options streaming;           // --ssd-streaming*, --expert-profile
     pipeline::DistOptions dist;             // --role, --layers, --listen, --dist-*, --debug
+    SteeringOptions steering;               // --dir-steering-* (ds4, ds4-server: add_steering_flags)
+    bool warm_weights = false;              // --warm-weights: touch every weight page at start-up
 
     // --threads resolved (0: all cores), --no-mmap and --ssd-streaming as model::open takes them.
     model::OpenOptions open_options() const;
@@ -64,8 +67,9 @@ void add_model_flags(CLI::App& app, ModelOptions& o, const FlagLook& look = {});
 // pipeline::dist_options_error); the message of the first one broken, "" when fine.
 std::string flag_error(const ModelOptions& o);
 
-// app.parse(), then flag_error(): nullopt when the run goes on, else the exit code (--help: 0;
-// a usage error, printed by CLI11 or as "<app name>: <flag_error>": non-zero).
-std::optional<int> parse(CLI::App& app, int argc, char** argv, const ModelOptions& o);
+// app.parse(), resolve_steering(), then flag_error(): nullopt when the run goes on, else the
+// exit code (--help: 0; a usage error, printed by CLI11 or as "<app name>: <flag_error>":
+// non-zero).
+std::optional<int> parse(CLI::App& app, int argc, char** argv, ModelOptions& o);
 
 }  // namespace ds4::frontend

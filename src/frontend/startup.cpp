@@ -1,5 +1,6 @@
 #include "frontend/startup.h"
 
+#include <chrono>
 #include <string>
 
 #include "common/error.h"
@@ -13,9 +14,14 @@ Started start_model(const ModelOptions& o, const StartRequest& r) {
     if (o.dist.role == pipeline::Role::worker)
         fail("workers are `ds4 --role worker`; {} can only be the coordinator", r.tool);
     Started s;
+    s.lock = InstanceLock::take(r.tool);
     const model::OpenOptions open = o.open_options();
     s.threads = open.threads;
     s.model = pipeline::open_model(o.model, open, o.dist);
+    if (auto steering = load_steering(*s.model, o.steering.slots)) {
+        log::info("{}: {}", r.tool, describe(*steering));
+        s.model->set_steering(std::move(steering));
+    }
     if (r.tokenizer) s.tokenizer = tokenizer::Tokenizer::from_gguf(s.model->file());
     model::SequenceOptions seq = o.sequence();
     const uint64_t trained = s.model->info().trained_ctx;
@@ -30,6 +36,12 @@ Started start_model(const ModelOptions& o, const StartRequest& r) {
     s.streaming = streaming::attach(*s.model, o.streaming,
                                     streaming::reserved_bytes(*s.model, seq, r.sequences + r.spare));
     s.ctx = seq.ctx;
+    if (o.warm_weights) {  // what the process holds (with --ssd-streaming: not the routed experts)
+        const auto t0 = std::chrono::steady_clock::now();
+        const uint64_t bytes = warm_weights(s.model->file());
+        log::info("{}: warmed {:.2f} GB of weights in {:.1f} s", r.tool, double(bytes) / 1e9,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
     return s;
 }
 

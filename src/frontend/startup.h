@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "frontend/instance.h"
 #include "frontend/model_options.h"
 #include "model/model.h"
 #include "pipeline/worker.h"
@@ -36,6 +37,7 @@ struct StartRequest {
 // What start_model() opened. Members go in reverse order: the model before the streaming
 // attachment, whose destruction logs the cache counters and writes --expert-profile.
 struct Started {
+    std::unique_ptr<InstanceLock> lock;                // DS4_LOCK_FILE (frontend/instance.h), held to the end
     std::unique_ptr<streaming::Attachment> streaming;  // nullptr without --ssd-streaming / --expert-profile
     std::unique_ptr<model::Model> model;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer;   // when asked for

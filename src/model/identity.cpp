@@ -23,6 +23,17 @@ std::array<uint8_t, 16> identity(const Model& m) {
         XXH3_128bits_update(st.get(), &t.n_dims, sizeof t.n_dims);
         XXH3_128bits_update(st.get(), t.ne.data(), sizeof t.ne);
     }
+    // Directional steering changes every state computed under it: a steered model is another
+    // model to the caches (scales of 0 change nothing, and leave the identity alone).
+    if (const std::shared_ptr<const Steering> s = m.steering();
+        s && (s->edits(Sublayer::Ffn) || s->edits(Sublayer::Attention))) {
+        XXH3_128bits_update(st.get(), "steering", 8);
+        for (const SteeringSlot& slot : s->slots) {
+            const float scales[2] = {slot.ffn, slot.attn};
+            XXH3_128bits_update(st.get(), scales, sizeof scales);
+            XXH3_128bits_update(st.get(), slot.directions.data(), slot.directions.size() * sizeof(float));
+        }
+    }
     XXH128_canonical_t c;
     XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st.get()));
     std::array<uint8_t, 16> out;

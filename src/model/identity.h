@@ -1,7 +1,8 @@
 // A 16-byte identity of a model's layout, for snapshots stored outside the process (the disk KV
 // cache, ds4's /save): XXH3-128 over ModelInfo::metadata_hash and every tensor's name, type and
 // shape in file order. Equal for the same model file; different when the metadata or any
-// tensor's layout differs (another quantization of the same weights included).
+// tensor's layout differs (another quantization of the same weights included), and when the
+// model is steered (model/steering.h; non-zero scales: the directions and scales count).
 #pragma once
 
 #include <array>

@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +32,7 @@
 #include "model/decision_log.h"
 #include "model/expert_source.h"
 #include "model/layer_range.h"
+#include "model/steering.h"
 
 namespace ds4::model {
 
@@ -41,6 +43,7 @@ struct ModelInfo {
     uint32_t n_vocab = 0;
     uint32_t n_layer = 0;       // of the whole model (the range holds a part)
     int64_t hidden_size = 0;    // floats per row of the hidden state between layers
+    int64_t n_embd = 0;         // floats per row of a sublayer's output (the steering width)
     uint64_t trained_ctx = 0;   // the context length the model was trained for
     LayerRange range;
     // XXH3-128 of the model's metadata (every key/value but general.* and the range a split
@@ -88,6 +91,10 @@ public:
     // Optional record of the discrete decisions of every position evaluated from now on.
     void set_decision_log(DecisionLog* log) { log_ = log; }
     DecisionLog* decision_log() const { return log_; }
+    // Optional capture of the last evaluated row's sublayer outputs (model/steering.h), reset
+    // by the caller to the model's n_layer x n_embd.
+    void set_sublayer_capture(SublayerCapture* c) { capture_ = c; }
+    SublayerCapture* sublayer_capture() const { return capture_; }
 
 protected:
     explicit Sequence(SequenceOptions opt) : opt_(opt) {}
@@ -97,6 +104,7 @@ protected:
     SequenceOptions opt_;
     std::vector<int32_t> tokens_;  // every position evaluated, in order
     DecisionLog* log_ = nullptr;
+    SublayerCapture* capture_ = nullptr;
 };
 
 // Which logits a batch item wants.
@@ -168,11 +176,23 @@ public:
 
     ThreadPool& pool() { return pool_; }
 
+    // Directional steering (model/steering.h) of every later call, nullptr for none. The
+    // directions must be info().n_layer x info().n_embd (throws ds4::Error otherwise). A call
+    // already running keeps the steering it started with. Applies to the layers this process
+    // evaluates (a pipeline coordinator's front ends refuse it: frontend/steering_options.h).
+    void set_steering(std::shared_ptr<const Steering> s);
+    std::shared_ptr<const Steering> steering() const {
+        std::lock_guard lock(steering_mu_);
+        return steering_;
+    }
+
 protected:
     explicit Model(int threads) : pool_(threads) {}
 
 private:
     ThreadPool pool_;
+    mutable std::mutex steering_mu_;
+    std::shared_ptr<const Steering> steering_;
 };
 
 struct OpenOptions {

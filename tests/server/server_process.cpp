@@ -115,7 +115,8 @@ int pipeline_workers_from_env() {
 }
 
 PipelineWorkers::PipelineWorkers(const std::string& model, int workers, const std::vector<std::string>& extra) {
-    const uint32_t n_layer = deepseek4::ModelConfig::from_gguf(*gguf::File::open(model)).n_layer;
+    const deepseek4::ModelConfig cfg = deepseek4::ModelConfig::from_gguf(*gguf::File::open(model));
+    const uint32_t n_layer = cfg.n_layer;
     const uint32_t parts = uint32_t(workers) + 1;
     if (workers < 1 || n_layer < parts) fail("cannot split {} layers over {} processes", n_layer, parts);
     // Process i holds layers [i * n / parts, (i + 1) * n / parts).
@@ -129,6 +130,10 @@ PipelineWorkers::PipelineWorkers(const std::string& model, int workers, const st
         std::vector<std::string> argv = {test::binary("ds4"), "-m", model, "-t", "1", "--role", "worker",
                                          "--layers", layers, "--coordinator", "127.0.0.1", std::to_string(port_),
                                          "--listen", "127.0.0.1", "0"};
+        // A worker must hold the coordinator's context: without a --ctx of the caller's, the
+        // server's default (32768, or the trained context when smaller).
+        if (std::find(extra.begin(), extra.end(), "--ctx") == extra.end())
+            argv.insert(argv.end(), {"--ctx", std::to_string(std::min<uint64_t>(32768, cfg.context_length))});
         argv.insert(argv.end(), extra.begin(), extra.end());
         pids_.push_back(spawn(argv, fmt::format("{}/worker{}.log", dir_, i)));
     }
@@ -205,6 +210,7 @@ ServerProcess::ServerProcess(std::vector<std::string> args, const nlohmann::json
             const std::string m = flag_value(args, "-m");
             std::vector<std::string> extra;
             if (std::find(args.begin(), args.end(), "--no-qat") != args.end()) extra.push_back("--no-qat");
+            if (const std::string ctx = flag_value(args, "--ctx"); !ctx.empty()) extra.insert(extra.end(), {"--ctx", ctx});
             workers_ = std::make_shared<PipelineWorkers>(m.empty() ? tiny_model() : m, n, extra);
         }
     start(std::move(args), forced);

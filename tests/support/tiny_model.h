@@ -14,8 +14,13 @@ namespace ds4::test {
 // the 129k-row vocabulary tensors stay small.
 inline const std::vector<std::string> kTinyQ8Io = {"--type", "embd=q8_0", "--type", "output=q8_0"};
 
-// Runs `ds4-gguf-gen -q --preset tiny --real-vocab EXTRA... -o path` and returns its result
-// (exit code 0 on success, the generator's output otherwise).
+// The context the default model declares (scripts/run-default.sh: coding agents' 7-12k-token
+// prompts must fit).
+inline constexpr const char* kDefaultModelCtx = "65536";
+
+// Runs `ds4-gguf-gen -q --preset tiny --real-vocab [--ctx 65536] EXTRA... -o path` (--ctx
+// unless EXTRA has one) and returns its result (exit code 0 on success, the generator's output
+// otherwise).
 RunResult write_tiny_model(const std::string& path, const std::vector<std::string>& extra = {});
 
 // Writes `ds4-gguf-gen -q -o DIR/NAME ARGS...` and returns the path; throws ds4::Error with the

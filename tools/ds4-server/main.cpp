@@ -261,6 +261,7 @@ int main(int argc, char** argv) {
                    "instead of sampling (docs/SERVER.md)")
         ->option_text("FILE")->group("Testing");
     ds4::pipeline::add_dist_flags(app, o.dist);
+    ds4::frontend::add_steering_flags(app, o.steering);
     app.footer(kFooter);
     if (const auto exit_code = ds4::frontend::parse(app, argc, argv, o)) return *exit_code;
     if (const std::string e = ds4::speculative::flag_error(o.spec); !e.empty()) {

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "diagnostics.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "frontend/startup.h"
@@ -34,7 +35,7 @@ int run_generate(const Options& o) {
         format->effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Max)
         std::fprintf(stderr, "ds4: --think-max needs --ctx >= %lld; thinking as --think\n",
                      (long long)chat::kThinkMaxMinContext);
-    const std::vector<int32_t> prompt = one_turn_tokens(*format, one_turn(o, user));
+    const std::vector<int32_t> prompt = prompt_ids(o, *format, user);
     if (int64_t(prompt.size()) >= o.ctx)
         fail("the prompt is {} tokens but the context holds {} (raise --ctx)", prompt.size(), o.ctx);
 
@@ -51,7 +52,8 @@ int run_generate(const Options& o) {
     t.format = format.get();
     t.sampling = sampler_params(o, format->sampling_defaults());
     if (o.n_given) t.max_tokens = o.n_predict;
-    t.thinking = format->effective_thinking(o.thinking, o.ctx) != chat::ThinkingMode::Off;
+    t.thinking = prompt_opens_thinking(o, *format, user);
+    t.power = o.power;
     t.progress = isatty(STDERR_FILENO) != 0;
     const TurnResult r = run_turn(e, prompt, t);
     if (r.generation.reason == engine::StopReason::ContextFull)

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -56,6 +57,8 @@ constexpr const char* kHelp =
     "  /save FILE   save the conversation (its KV state and text) to FILE\n"
     "  /load FILE   continue a conversation saved with /save (same model; the context must\n"
     "               hold it)\n"
+    "  /steer S     the FFN steering scale of every --dir-steering-file, from the next token\n"
+    "               on (0: off; the conversation's KV is kept)\n"
     "  /quit, /exit leave (so does Ctrl+D)\n"
     "Ctrl+C stops a reply and returns to the prompt; at the prompt it exits.\n";
 
@@ -120,6 +123,26 @@ private:
                                  "/think\n", (long long)chat::kThinkMaxMinContext);
     }
 
+    // /steer S: a copy of the steering with every slot's FFN scale S, for the calls to come.
+    void steer(const std::string& arg) {
+        // Scales of 0 keep the directions (the edit is skipped), so a later /steer finds them.
+        const std::shared_ptr<const model::Steering> loaded = run_.model->steering();
+        if (!loaded) {
+            std::fprintf(stderr, "ds4: /steer needs --dir-steering-file on the command line\n");
+            return;
+        }
+        float s = 0;
+        const auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), s);
+        if (ec != std::errc() || end != arg.data() + arg.size() || !std::isfinite(s)) {
+            std::fprintf(stderr, "usage: /steer S (a number; 0 turns steering off)\n");
+            return;
+        }
+        auto next = std::make_shared<model::Steering>(*loaded);
+        for (model::SteeringSlot& slot : next->slots) slot.ffn = s;
+        run_.model->set_steering(std::move(next));
+        std::fprintf(stderr, "steering: ffn scale %g\n", double(s));
+    }
+
     // false: leave the chat.
     bool command(const std::string& line) {
         std::istringstream in(line);
@@ -181,6 +204,8 @@ private:
             } catch (const Error& e) {
                 std::fprintf(stderr, "ds4: %s %s\n", cmd.c_str(), e.what());
             }
+        } else if (cmd == "/steer") {
+            steer(arg);
         } else {
             std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
         }

@@ -10,6 +10,7 @@
 #include "common/version.h"
 #include "common/cli_checks.h"
 #include "common/error.h"
+#include "diagnostics.h"
 #include "eval.h"
 #include "frontend/run.h"
 #include "frontend/startup.h"
@@ -23,11 +24,17 @@
 
 namespace ds4::cli {
 
+// --help commands.
+constexpr const char* kCommands =
+    "Interactive commands (ds4 without -p): /help, /think, /think-max, /nothink, /ctx N,\n"
+    "/read FILE, /save FILE, /load FILE, /steer S, /quit, /exit; Ctrl+C stops a reply, Ctrl+D exits.\n";
+
 // The end of --help: the interactive commands and examples.
 constexpr const char* kFooter =
     "Without -p or --prompt-file, ds4 is an interactive chat: /help, /think, /think-max,\n"
-    "/nothink, /ctx N, /read FILE, /save FILE, /load FILE, /quit; Ctrl+C stops a reply,\n"
-    "Ctrl+D exits; history in ~/.ds4_history. -n caps each reply.\n"
+    "/nothink, /ctx N, /read FILE, /save FILE, /load FILE, /steer S, /quit; Ctrl+C stops a\n"
+    "reply, Ctrl+D exits; history in ~/.ds4_history. -n caps each reply.\n"
+    "--help TOPIC: runtime, sampling, diagnostics, steering, distributed, commands, all.\n"
     "Examples:\n"
     "  ds4 -m models/default.gguf\n"
     "  ds4 -m models/default.gguf -p \"Hello\" --nothink -n 32\n"
@@ -51,6 +58,7 @@ ParseResult parse_options(int argc, char** argv) {
         if (args[i] == "-sys") args[i] = "--system";
         else if (args[i].rfind("-sys=", 0) == 0) args[i] = "--system=" + args[i].substr(5);
     }
+    const std::string help_topic = take_help_topic(args);
     std::vector<char*> argv2;
     for (auto& a : args) argv2.push_back(a.data());
     argc = int(argv2.size());
@@ -133,7 +141,14 @@ ParseResult parse_options(int argc, char** argv) {
                  "plain text)")
         ->group("Diagnostics");
     pipeline::add_dist_flags(app, o.dist);
+    frontend::add_steering_flags(app, o.steering);
+    add_diagnostic_flags(app, o);
     app.footer(kFooter);
+    if (!help_topic.empty()) {
+        print_help_topic(app, help_topic, kCommands);
+        r.exit_code = 0;
+        return r;
+    }
     if ((r.exit_code = frontend::parse(app, argc, argv, o))) return r;
     if (const std::string e = speculative::flag_error(o.spec); !e.empty()) {
         std::fprintf(stderr, "ds4: %s\n", e.c_str());
@@ -149,6 +164,8 @@ ParseResult parse_options(int argc, char** argv) {
     if (think_max->count() > 0) o.thinking = chat::ThinkingMode::Max;
     if (prompt->count() > 0 || prompt_file->count() > 0) o.mode = Mode::Generate;
     if (!o.token_ids.empty()) o.mode = Mode::EvalTokens;
+    if (!o.dump_logits_json.empty()) o.mode = Mode::DumpLogits;
+    if (o.decode_consistency > 0) o.mode = Mode::DecodeConsistency;
     if (dump_tokens) o.mode = Mode::DumpTokens;
     if (o.dist.role == pipeline::Role::worker) o.mode = Mode::Worker;
     if (!o.dump_logits.empty() && o.token_ids.empty()) {
@@ -196,6 +213,13 @@ int run(const Options& o) {
         case Mode::Generate:
             require_model(o);
             return run_generate(o);
+        case Mode::DumpLogits:
+        case Mode::DecodeConsistency:
+            require_model(o);
+            if (o.prompt.empty() && o.prompt_file.empty())
+                fail("{} needs -p TEXT or --prompt-file FILE",
+                     o.mode == Mode::DumpLogits ? "--dump-logits" : "--decode-consistency");
+            return o.mode == Mode::DumpLogits ? run_dump_logits(o) : run_decode_consistency(o);
         case Mode::Worker:
             require_model(o);
             return pipeline::run_worker(frontend::worker_options(o));

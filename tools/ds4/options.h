@@ -13,7 +13,7 @@
 
 namespace ds4::cli {
 
-enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate, Worker };
+enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate, Worker, DumpLogits, DecodeConsistency };
 
 // -m, -t, --ctx (default 4096), --prefill-chunk, --no-qat, --no-mmap, SSD streaming and the
 // pipeline roles come from ModelOptions; model_given is also set by a path after --inspect.
@@ -42,6 +42,12 @@ struct Options : frontend::ModelOptions {
     int top_k = 0;                     // --top-k (0: off)
     std::optional<float> min_p;        // --min-p
     std::optional<uint64_t> seed; // --seed (default: a random seed)
+
+    // Diagnostics (diagnostics.h).
+    std::string dump_logits_json;  // --dump-logits FILE (JSON; --dump-logits-f32 is the raw dump)
+    int decode_consistency = 0;    // --decode-consistency N
+    bool raw_prompt = false;       // --raw-prompt
+    int power = 100;               // --power N
 };
 
 // Parses argv. Returns the options, or an exit code when parsing ends the run (--help

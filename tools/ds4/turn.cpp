@@ -1,20 +1,32 @@
 #include "turn.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
 
 #include "common/error.h"
+#include "frontend/instance.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace ds4::cli {
 namespace {
 
 // Writes parser events to stdout; reasoning is dimmed on a terminal (ANSI SGR 2).
+// Whether stdout and stderr are the same file (`ds4 -p ... 2>&1 | less`, a log file): then the
+// timing line follows the reply in the same stream and the reply must end its line.
+bool stdout_is_stderr() {
+    struct stat a {}, b {};
+    return fstat(STDOUT_FILENO, &a) == 0 && fstat(STDERR_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 class Printer {
 public:
-    explicit Printer(bool tty) : tty_(tty) {}
+    // A terminal, or a stream the timing line also goes to, gets the reply's closing newline;
+    // a file or pipe of its own gets the reply's bytes only.
+    explicit Printer(bool tty) : tty_(tty), shared_(!tty && stdout_is_stderr()) {}
     void print(const std::vector<chat::OutputEvent>& events) {
         for (const auto& e : events) {
             const bool reasoning = e.kind == chat::OutputEvent::Kind::Reasoning;
@@ -29,12 +41,13 @@ public:
     }
     void end() {
         if (tty_) std::fputs(dim_ ? "\x1b[0m\n" : "\n", stdout);
+        else if (shared_) std::fputc('\n', stdout);
         dim_ = false;
         std::fflush(stdout);
     }
 
 private:
-    bool tty_;
+    bool tty_, shared_;
     bool dim_ = false;
 };
 
@@ -65,6 +78,7 @@ TurnResult run_turn(engine::Engine& e, const std::vector<int32_t>& transcript, c
     tokenizer::StreamDecoder decoder(e.tokenizer());
     Printer printer(isatty(STDOUT_FILENO) != 0);
     std::vector<chat::OutputEvent> events;
+    frontend::DutyCycle duty(o.power);
     r.generation = e.generate({.sampling = o.sampling, .max_tokens = o.max_tokens, .cancel = o.cancel,
                                .max_draft = o.max_draft},
                               [&](int32_t id) {
@@ -72,6 +86,7 @@ TurnResult run_turn(engine::Engine& e, const std::vector<int32_t>& transcript, c
                                   events.clear();
                                   parser->feed(decoder.push(id), events);
                                   printer.print(events);
+                                  duty.step();
                                   return true;
                               });
     r.usage = e.usage();

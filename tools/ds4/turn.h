@@ -22,6 +22,7 @@ struct TurnOptions {
     const std::atomic<bool>* cancel = nullptr; // Ctrl+C: stops the prefill or the generation
     bool progress = false;                     // show "prefill: done/total" on stderr
     int max_draft = 0;                         // speculative drafts per step (the engine's drafter)
+    int power = 100;                           // --power: duty cycle, sleeping between tokens
 };
 
 struct TurnResult {

@@ -297,7 +297,11 @@ void attention_output(const LayerContext& ctx, const LayerWeights& w, const floa
     float* out = scratch.take(n * D);
     ops::matmul_grouped(w.out_a, G, o, n, z, ctx.pool);
     ops::matmul(w.out_b, z, n, out, ctx.pool);
-    for_tokens(ctx.pool, n, [&](int64_t t) { ops::hc_post(mixes[t], &out[t * D], X + t * HCD, D); });
+    const blocks::OutputEdit edit = output_edit(ctx, w, model::Sublayer::Attention);
+    for_tokens(ctx.pool, n, [&](int64_t t) {
+        if (edit.active()) edit.apply(t, &out[t * D]);
+        ops::hc_post(mixes[t], &out[t * D], X + t * HCD, D);
+    });
 }
 
 void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {

@@ -85,6 +85,8 @@ void Model::layers_unlocked(model::Batch b, float* X) {
             if (log->expert_margin.size() < end) log->expert_margin.resize(end);
         }
     LayerContext ctx{cfg_, *this, pool(), *ws_, rows};
+    const std::shared_ptr<const model::Steering> steering = this->steering();
+    ctx.steering = steering.get();
     const bool capturing = blocks::wants_draft_outputs(b);
     for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
         attention_sublayer(ctx, w_.layers[il], X);

@@ -10,6 +10,7 @@
 
 #include "common/thread_pool.h"
 #include "model/blocks/rows.h"
+#include "model/blocks/steering.h"
 #include "model/blocks/workspace.h"
 #include "model/deepseek4/model.h"
 #include "model/deepseek4/sequence.h"
@@ -43,6 +44,8 @@ struct LayerContext {
     model::ExpertSource& experts = model.experts();
     LayerState& (*state)(const Rows::Span& sp, uint32_t layer) = trunk_layer_state;
     bool trunk = true;
+    // The model's directional steering for this call (trunk layers only; null: none).
+    const model::Steering* steering = nullptr;
 };
 
 
@@ -69,6 +72,12 @@ void attention_kv_row(const ModelConfig& c, const LayerWeights& w, const ops::Ro
 void attention_output(const LayerContext& ctx, const LayerWeights& w, const float* o, int64_t n,
                       const ops::HcMix* mixes, float* X);
 void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);
+
+// The steering edit / capture of layer w's sublayer outputs (blocks/steering.h): the call's
+// steering on trunk layers, nothing on an extra block.
+inline blocks::OutputEdit output_edit(const LayerContext& ctx, const LayerWeights& w, model::Sublayer which) {
+    return {ctx.trunk ? ctx.steering : nullptr, ctx.rows, which, uint32_t(w.index), ctx.cfg.n_embd};
+}
 
 // hc_pre for every row (§3.2): the sublayer inputs y [n][n_embd] and the mixes that hc_post
 // needs.

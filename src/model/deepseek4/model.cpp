@@ -54,6 +54,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const model::OpenOpt
     info.n_vocab = c.n_vocab;
     info.n_layer = c.n_layer;
     info.hidden_size = int64_t(c.hc_dim());
+    info.n_embd = int64_t(c.n_embd);
     info.trained_ctx = c.context_length;
     info.range = range;
     info.metadata_hash = model::metadata_hash(*m->file_);

@@ -129,8 +129,13 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
                                    hint);
 
     // Per token, in its selection order: F = sum_k w_k y_k, plus the shared expert; hc_post.
+    const blocks::OutputEdit edit = output_edit(ctx, w, model::Sublayer::Ffn);
     blocks::combine_experts(out, routes, ctx.pool, [&](int64_t t, const float* F) {
-        ops::hc_post(mixes[size_t(t)], F, X + t * HCD, D);
+        if (!edit.active()) return ops::hc_post(mixes[size_t(t)], F, X + t * HCD, D);
+        thread_local std::vector<float> edited;
+        edited.assign(F, F + D);
+        edit.apply(t, edited.data());
+        ops::hc_post(mixes[size_t(t)], edited.data(), X + t * HCD, D);
     });
     if (ctx.trunk) blocks::log_routes(ctx.rows, uint32_t(w.index), c.n_layer, routes);
 }

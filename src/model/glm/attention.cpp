@@ -176,7 +176,9 @@ void AttentionPass::output(float* X) {
     float* y = scratch.take(n_ * D);
     ops::matmul_grouped(w_.v_b, H_, o_, n_, ov, ctx_.pool);
     ops::matmul(w_.out, ov, n_, y, ctx_.pool);
+    const blocks::OutputEdit edit = output_edit(ctx_, w_, model::Sublayer::Attention);
     for_tokens(ctx_.pool, n_, [&](int64_t t) {
+        if (edit.active()) edit.apply(t, &y[t * D]);
         for (int64_t i = 0; i < D; ++i) X[t * D + i] += y[t * D + i];
     });
 }

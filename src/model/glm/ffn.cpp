@@ -42,7 +42,14 @@ void routed(const LayerContext& ctx, const LayerWeights& w, const float* v, floa
                                      .shared = &w.shared};
     const blocks::ExpertOutputs out =
         blocks::run_routed_experts(spec, v, n, routes, ctx.experts, ctx.pool, scratch, ctx.ws.ffn);
+    const blocks::OutputEdit edit = output_edit(ctx, w, model::Sublayer::Ffn);
     blocks::combine_experts(out, routes, ctx.pool, [&](int64_t t, const float* F) {
+        if (edit.active()) {
+            thread_local std::vector<float> edited;
+            edited.assign(F, F + D);
+            edit.apply(t, edited.data());
+            F = edited.data();
+        }
         for (int64_t i = 0; i < D; ++i) X[t * D + i] += F[i];
     });
     if (ctx.trunk) blocks::log_routes(ctx.rows, uint32_t(w.index), c.n_layer, routes);
@@ -60,7 +67,9 @@ void ffn_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
     if (!w.dense) return routed(ctx, w, v, X);
     float* y = scratch.take(n * D);
     blocks::swiglu_ffn(w.dense_ffn, v, n, y, ctx.pool, scratch, ctx.ws.ffn);
+    const blocks::OutputEdit edit = output_edit(ctx, w, model::Sublayer::Ffn);
     for_tokens(ctx.pool, n, [&](int64_t t) {
+        if (edit.active()) edit.apply(t, &y[t * D]);
         for (int64_t i = 0; i < D; ++i) X[t * D + i] += y[t * D + i];
     });
 }

@@ -75,6 +75,8 @@ void Model::layers_unlocked(model::Batch b, float* X) {
     top_k.rows.resize(size_t(rows.n));
     top_k.chosen.assign(size_t(rows.n), 0);
     LayerContext ctx{cfg_, *this, pool(), *ws_, rows, top_k};
+    const std::shared_ptr<const model::Steering> steering = this->steering();
+    ctx.steering = steering.get();
     const bool capturing = blocks::wants_draft_outputs(b);
     for (uint32_t il = info_.range.first; il <= info_.range.last; ++il) {
         attention_sublayer(ctx, w_.layers[il], X);

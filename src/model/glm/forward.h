@@ -8,6 +8,7 @@
 
 #include "common/thread_pool.h"
 #include "model/blocks/rows.h"
+#include "model/blocks/steering.h"
 #include "model/blocks/workspace.h"
 #include "model/glm/model.h"
 #include "model/glm/sequence.h"
@@ -43,9 +44,17 @@ struct LayerContext {
     // trunk layer (trunk = false: no decision logging, which is indexed by trunk layer).
     LayerState& (*state)(const Rows::Span& sp, uint32_t layer) = trunk_layer_state;
     bool trunk = true;
+    // The model's directional steering for this call (trunk layers only; null: none).
+    const model::Steering* steering = nullptr;
 };
 
 void attention_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);
 void ffn_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X);
+
+// The steering edit / capture of layer w's sublayer outputs (blocks/steering.h): the call's
+// steering on trunk layers, nothing on the MTP block.
+inline blocks::OutputEdit output_edit(const LayerContext& ctx, const LayerWeights& w, model::Sublayer which) {
+    return {ctx.trunk ? ctx.steering : nullptr, ctx.rows, which, uint32_t(w.index), int64_t(ctx.cfg.n_embd)};
+}
 
 }  // namespace ds4::glm
