@@ -7,6 +7,7 @@
 
 #include "chat/format.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "server/ids.h"
 #include "tokenizer/tokenizer.h"
 
@@ -59,7 +60,7 @@ std::optional<Api> api_of(const std::string& path) {
 constexpr const char* kModelsPrefix = "/v1/models/";
 
 bool get_route(const std::string& path) {
-    if (path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") return true;
+    if (path == "/" || path == "/health" || path == "/ready" || path == "/metrics" || path == "/v1/models") return true;
     return path.rfind(kModelsPrefix, 0) == 0 && path.size() > std::strlen(kModelsPrefix) &&
            path.find('/', std::strlen(kModelsPrefix)) == std::string::npos;
 }
@@ -258,7 +259,7 @@ std::optional<HttpResponse> HttpServer::on_headers(const HttpRequest& req) {
         r.content_type.clear();
         return r;
     }
-    if (!options_.api_key.empty() && path != "/health" && path != "/ready") {
+    if (!options_.api_key.empty() && path != "/" && path != "/health" && path != "/ready") {
         std::string given = req.header("x-api-key");
         const std::string& auth = req.header("authorization");
         if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
@@ -305,6 +306,14 @@ std::optional<HttpResponse> HttpServer::on_request(const HttpRequest& req) {
                               std::string_view(status) == "ok" ? 200 : 503);
         if (r.status == 503) r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_s));
         return r;
+    }
+    if (path == "/") {
+        // Clients (and people) probe the root, often with HEAD, before using the API: name the
+        // server and point at its routes. Needs no API key, like /health.
+        return json(ojson{{"name", "ds4-server"}, {"version", ds4::version()},
+                          {"routes", {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses",
+                                      "/v1/models", "/health", "/ready", "/metrics"}}}
+                        .dump());
     }
     if (path == "/metrics") {
         HttpResponse r = json(metrics_.prometheus() + scheduler_.prometheus());

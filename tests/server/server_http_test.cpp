@@ -67,6 +67,15 @@ TEST(ServerRoutes, HealthModelsMetricsAndUnknownEndpoint) {
     EXPECT_EQ(one.json()["id"], "deepseek-v4-pro");
     EXPECT_EQ(http("GET", s.url() + "/v1/models/gpt-4").status, 404);
 
+    // The root names the server (clients probe it, often with HEAD).
+    auto root = http("GET", s.url() + "/");
+    ASSERT_EQ(root.status, 200);
+    EXPECT_EQ(root.json()["name"], "ds4-server");
+    EXPECT_FALSE(root.json()["version"].get<std::string>().empty());
+    auto head = http("HEAD", s.url() + "/");
+    EXPECT_EQ(head.status, 200);
+    EXPECT_TRUE(head.body.empty());
+
     auto nf = http("GET", s.url() + "/v1/nothing");
     EXPECT_EQ(nf.status, 404);
     EXPECT_EQ(nf.json()["error"]["message"], "unknown endpoint");
@@ -489,6 +498,7 @@ TEST(ServerAuth, ApiKeyOnEveryRouteButHealth) {
     ServerProcess s({"--api-key", "sekret"});
     const std::string u = s.url();
     EXPECT_EQ(http("GET", u + "/health").status, 200);
+    EXPECT_EQ(http("GET", u + "/").status, 200);  // names the server, nothing more
     auto no = http("GET", u + "/v1/models");
     EXPECT_EQ(no.status, 401);
     EXPECT_EQ(no.json()["error"]["code"], "invalid_api_key");
