@@ -54,7 +54,7 @@ if ((haproxy)); then
   command -v haproxy >/dev/null || { echo "server_load: --haproxy needs haproxy (scripts/setup.sh)" >&2; exit 1; }
   replica_urls=()
   for i in 3 2 1; do  # the first replica last, so $server_pid and the RSS are r1's
-    start_server "$work/r$i.log" --port "$(free_port)" --kv-disk-dir "$work/kv"
+    start_server "$work/r$i.log" --port "$(free_port)" --kv-disk-dir "$work/kv" --drain-timeout 30
     pids+=("$server_pid"); replica_urls[$i]=$url; export "DS4_R$i=${url#http://}"
   done
   export DS4_LISTEN="127.0.0.1:$(free_port)" DS4_HAPROXY_STATS="$work/haproxy.sock"

@@ -69,7 +69,7 @@ class Replica:
              "--ctx", "4096", "-t", "1", "-n", "16", "--kv-disk-dir", self.kv,
              "--kv-cache-min-tokens", "16", "--kv-cache-boundary-align-tokens", "16",
              "--kv-cache-boundary-trim-tokens", "4", "--kv-cache-continued-interval-tokens", "0",
-             "--kv-disk-space-mb", "256"],
+             "--kv-disk-space-mb", "256", "--drain-timeout", "60"],
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(f"{self.name} to listen", lambda: self.health() == 200, 60)
 
