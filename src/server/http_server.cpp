@@ -356,6 +356,18 @@ void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
     }
 }
 
+HttpResponse HttpServer::prompt_too_long(Api api, const std::string& path, int64_t n, int64_t ctx) {
+    const std::string msg = fmt::format("Prompt has {} tokens, but the configured context size is {} tokens", n, ctx);
+    if (api == Api::Messages) return error(path, 400, msg);
+    const char* param = api == Api::Responses ? "input" : api == Api::Completions ? "prompt" : "messages";
+    HttpResponse res = error(path, 400, msg, param, "context_length_exceeded");
+    ojson body = ojson::parse(res.body);
+    body["error"]["n_prompt_tokens"] = n;
+    body["error"]["n_ctx"] = ctx;
+    res.body = body.dump();
+    return res;
+}
+
 void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const auto started = Clock::now();
     ++metrics_.requests[int(api)];
@@ -392,19 +404,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     }
     const int64_t n = int64_t(job->prompt.size());
     if (n >= ctx) {
-        const std::string msg =
-            fmt::format("Prompt has {} tokens, but the configured context size is {} tokens", n, ctx);
-        if (api == Api::Messages) {
-            ex.send(error(req.path, 400, msg));
-            return;
-        }
-        const char* param = api == Api::Responses ? "input" : api == Api::Completions ? "prompt" : "messages";
-        HttpResponse res = error(req.path, 400, msg, param, "context_length_exceeded");
-        ojson body = ojson::parse(res.body);
-        body["error"]["n_prompt_tokens"] = n;
-        body["error"]["n_ctx"] = ctx;
-        res.body = body.dump();
-        ex.send(res);
+        ex.send(prompt_too_long(api, req.path, n, ctx));
         return;
     }
     job->thinking = mode != chat::ThinkingMode::Off;

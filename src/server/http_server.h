@@ -88,6 +88,8 @@ private:
     void generate(Api api, const HttpRequest& req, HttpExchange& ex);
     void count_tokens(const HttpRequest& req, HttpExchange& ex);
     void restore_tool_blocks(const Request& r);
+    // 400 for a prompt of n tokens that does not fit the context, in the API's error shape.
+    HttpResponse prompt_too_long(Api api, const std::string& path, int64_t n, int64_t ctx);
     HttpResponse error(const std::string& path, int status, const std::string& message,
                        const std::string& param = {}, const std::string& code = {});
     HttpResponse json(std::string body, int status = 200) const;
