@@ -207,14 +207,23 @@ TEST(ServerGlmRequest, SamplingDefaultsFillOnlyTheUnsetFields) {
     EXPECT_FLOAT_EQ(b.sampling.temperature, 0.3f);
     EXPECT_FLOAT_EQ(b.sampling.top_p, 0.5f);
     EXPECT_FLOAT_EQ(b.sampling.min_p, 0.2f);
-    // Thinking: the client's knobs give way to the format's defaults.
+    // Thinking: the client's knobs still apply (issue 36), and the unset ones take the format's
+    // defaults as without thinking.
     json think = set;
     think["think"] = true;
     server::Request c = server::parse_request(server::Api::Chat, think.dump());
     server::apply_sampling_defaults(c, glm);
-    EXPECT_FLOAT_EQ(c.sampling.temperature, 1.0f);
-    EXPECT_FLOAT_EQ(c.sampling.top_p, 0.95f);
-    EXPECT_FLOAT_EQ(c.sampling.min_p, 0.0f);
+    EXPECT_FLOAT_EQ(c.sampling.temperature, 0.3f);
+    EXPECT_FLOAT_EQ(c.sampling.top_p, 0.5f);
+    EXPECT_FLOAT_EQ(c.sampling.min_p, 0.2f);
+    json think_unset = off;
+    think_unset["think"] = true;
+    think_unset["temperature"] = 0.6;
+    server::Request d = server::parse_request(server::Api::Chat, think_unset.dump());
+    server::apply_sampling_defaults(d, glm);
+    EXPECT_FLOAT_EQ(d.sampling.temperature, 0.6f);
+    EXPECT_FLOAT_EQ(d.sampling.top_p, 0.95f);
+    EXPECT_FLOAT_EQ(d.sampling.min_p, 0.0f);
 }
 
 TEST(ServerGlm, UnsetSamplingFieldsTakeGlmsDefaults) {
