@@ -64,4 +64,14 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv, ModelOptions& o) 
     return std::nullopt;
 }
 
+std::vector<std::string> upstream_spellings(int argc, char** argv) {
+    std::vector<std::string> args(argv, argv + argc);
+    for (size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--") break;
+        if (args[i] == "-sys") args[i] = "--system";
+        else if (args[i].rfind("-sys=", 0) == 0) args[i] = "--system=" + args[i].substr(5);
+    }
+    return args;
+}
+
 }  // namespace ds4::frontend

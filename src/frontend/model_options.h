@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "frontend/steering_options.h"
@@ -71,5 +72,9 @@ std::string flag_error(const ModelOptions& o);
 // exit code (--help: 0; a usage error, printed by CLI11 or as "<app name>: <flag_error>":
 // non-zero).
 std::optional<int> parse(CLI::App& app, int argc, char** argv, ModelOptions& o);
+
+// argv as strings, with upstream's "-sys TEXT" / "-sys=TEXT" rewritten to --system (CLI11 short
+// names are one character, so it cannot declare them); nothing after "--" is touched.
+std::vector<std::string> upstream_spellings(int argc, char** argv);
 
 }  // namespace ds4::frontend

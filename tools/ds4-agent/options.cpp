@@ -23,13 +23,7 @@ constexpr const char* kFooter =
     "  ds4-agent -m ds4flash.gguf -p \"list the files here\" --non-interactive --yes";
 
 ParseResult parse_options(int argc, char** argv) {
-    // "-sys" as upstream spells it (CLI11 short names are one character).
-    std::vector<std::string> args(argv, argv + argc);
-    for (size_t i = 1; i < args.size(); ++i) {
-        if (args[i] == "--") break;
-        if (args[i] == "-sys") args[i] = "--system";
-        else if (args[i].rfind("-sys=", 0) == 0) args[i] = "--system=" + args[i].substr(5);
-    }
+    std::vector<std::string> args = ds4::frontend::upstream_spellings(argc, argv);  // "-sys TEXT"
     std::vector<char*> argv2;
     for (auto& a : args) argv2.push_back(a.data());
 

@@ -50,14 +50,7 @@ constexpr const char* kFooter =
     "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.";
 
 ParseResult parse_options(int argc, char** argv) {
-    // Upstream spells the system prompt "-sys", which CLI11 cannot declare (short names are one
-    // character): rewrite it to its long form before parsing.
-    std::vector<std::string> args(argv, argv + argc);
-    for (size_t i = 1; i < args.size(); ++i) {
-        if (args[i] == "--") break;
-        if (args[i] == "-sys") args[i] = "--system";
-        else if (args[i].rfind("-sys=", 0) == 0) args[i] = "--system=" + args[i].substr(5);
-    }
+    std::vector<std::string> args = ds4::frontend::upstream_spellings(argc, argv);  // "-sys TEXT"
     const std::string help_topic = take_help_topic(args);
     std::vector<char*> argv2;
     for (auto& a : args) argv2.push_back(a.data());
