@@ -88,29 +88,41 @@ std::array<uint8_t, 16> metadata_hash(const gguf::File& f) {
     return h.done();
 }
 
+namespace {
+
+// Name, type, shape and a sample of the bytes (64 at each end): tells apart files of one layout
+// whose weights differ, e.g. two generator seeds or an imatrix and a plain quantization.
+void hash_tensor(Hasher& h, const gguf::File& f, const std::string& path, const gguf::TensorInfo& t) {
+    h.str(t.name);
+    h.pod(uint32_t(t.type));
+    for (uint32_t d = 0; d < t.n_dims; ++d) h.pod(t.ne[d]);
+    const size_t k = std::min<size_t>(64, t.n_bytes);
+    if (f.holds(t)) {
+        h.bytes(f.data(t), k);
+        h.bytes(f.data(t) + t.n_bytes - k, k);
+    } else {  // a streamed expert tensor (or one outside the range): the same bytes, from the disk
+        uint8_t ends[128];
+        const uint64_t at = f.data_offset() + t.offset;
+        read_exact(path, at, ends, k);
+        read_exact(path, at + t.n_bytes - k, ends + k, k);
+        h.bytes(ends, k);
+        h.bytes(ends + k, k);
+    }
+}
+
+}  // namespace
+
 std::array<uint8_t, 16> layer_hash(const gguf::File& f, const std::string& path, uint32_t il) {
     Hasher h;
     const std::string prefix = fmt::format("blk.{}.", il);
-    for (const gguf::TensorInfo& t : f.tensors()) {
-        if (t.name.rfind(prefix, 0) != 0) continue;
-        h.str(t.name);
-        h.pod(uint32_t(t.type));
-        for (uint32_t d = 0; d < t.n_dims; ++d) h.pod(t.ne[d]);
-        // A sample of the bytes (one page at each end) tells apart files of one layout whose
-        // weights differ, e.g. two generator seeds.
-        const size_t k = std::min<size_t>(64, t.n_bytes);
-        if (f.holds(t)) {
-            h.bytes(f.data(t), k);
-            h.bytes(f.data(t) + t.n_bytes - k, k);
-        } else {  // a streamed expert tensor: the same bytes, from the disk
-            uint8_t ends[128];
-            const uint64_t at = f.data_offset() + t.offset;
-            read_exact(path, at, ends, k);
-            read_exact(path, at + t.n_bytes - k, ends + k, k);
-            h.bytes(ends, k);
-            h.bytes(ends + k, k);
-        }
-    }
+    for (const gguf::TensorInfo& t : f.tensors())
+        if (t.name.rfind(prefix, 0) == 0) hash_tensor(h, f, path, t);
+    return h.done();
+}
+
+std::array<uint8_t, 16> weights_hash(const gguf::File& f) {
+    Hasher h;
+    for (const gguf::TensorInfo& t : f.tensors()) hash_tensor(h, f, f.path(), t);
     return h.done();
 }
 

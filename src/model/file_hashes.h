@@ -24,6 +24,9 @@ std::array<uint8_t, 16> metadata_hash(const gguf::File& f);
 // XXH3-128 of the tensors named "blk.<il>.*": name, type, shape and 64 bytes at each end of the
 // data (read from `path` for tensors the load did not keep in memory, e.g. streamed experts).
 std::array<uint8_t, 16> layer_hash(const gguf::File& f, const std::string& path, uint32_t il);
+// The same over every tensor of the file (those not in memory read from f.path()): what tells
+// two files of one layout apart, e.g. to keep their disk KV caches apart.
+std::array<uint8_t, 16> weights_hash(const gguf::File& f);
 
 // Whether a Copy load of `range` reads the tensor: blk.N.* of its layers, the embedding when it
 // starts at layer 0, the head's tensors ("output*") when it ends with the output.

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <memory>
 
+#include "model/file_hashes.h"
+
 namespace ds4::model {
 
 std::array<uint8_t, 16> identity(const Model& m) {
@@ -36,6 +38,19 @@ std::array<uint8_t, 16> identity(const Model& m) {
     }
     XXH128_canonical_t c;
     XXH128_canonicalFromHash(&c, XXH3_128bits_digest(st.get()));
+    std::array<uint8_t, 16> out;
+    std::memcpy(out.data(), c.digest, 16);
+    return out;
+}
+
+std::array<uint8_t, 16> weights_identity(const Model& m) {
+    std::array<uint8_t, 32> both;
+    const auto id = identity(m);
+    const auto w = weights_hash(m.file());
+    std::memcpy(both.data(), id.data(), 16);
+    std::memcpy(both.data() + 16, w.data(), 16);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(both.data(), both.size()));
     std::array<uint8_t, 16> out;
     std::memcpy(out.data(), c.digest, 16);
     return out;

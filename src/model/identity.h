@@ -14,4 +14,9 @@ namespace ds4::model {
 
 std::array<uint8_t, 16> identity(const Model& m);
 
+// identity() plus a sample of every tensor's bytes (model/file_hashes.h weights_hash): differs
+// also between files of one layout whose weights differ (two quantizations with and without an
+// imatrix). Names the model's subfolder of a shared disk KV cache (kvcache/model_dir.h).
+std::array<uint8_t, 16> weights_identity(const Model& m);
+
 }  // namespace ds4::model

@@ -7,6 +7,7 @@
 #include "chat/prompt_tokens.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "kvcache/model_dir.h"
 #include "model/identity.h"
 #include "model/state_file.h"
 #include "tokenizer/tokenizer.h"
@@ -47,13 +48,20 @@ Scheduler::Scheduler(model::Model& model, const chat::ChatFormat& format, Schedu
         if (p.cold_max_tokens != 0 && p.cold_max_tokens < p.min_tokens)
             ds4::fail("--kv-cache-cold-max-tokens {} must be 0 or at least --kv-cache-min-tokens {}",
                       p.cold_max_tokens, p.min_tokens);
+        // Each model in its own subfolder of the root (kvcache/model_dir.h).
+        const kvcache::Expect id{model::identity(model_), model::kStateVersion};
+        const std::string dir = kvcache::model_dir(opt_.kv.dir, model::weights_identity(model_));
+        const kvcache::Adopted adopted = kvcache::adopt_root_files(opt_.kv.dir, id, dir);
+        if (adopted.moved > 0)
+            log::info("ds4-server: kv cache: moved {} checkpoints of this model from {} into its subfolder",
+                      adopted.moved, opt_.kv.dir);
         disk_ = std::make_unique<kvcache::DiskCache>(kvcache::Options{
-            .dir = opt_.kv.dir,
+            .dir = dir,
             .budget_bytes = opt_.kv.space_mb << 20,
-            .model_id = model::identity(model_),
-            .payload_version = model::kStateVersion});
+            .model_id = id.model_id,
+            .payload_version = id.payload_version});
         const auto st = disk_->stats();
-        log::info("ds4-server: kv cache {}: {} files, {:.1f} of {} MB", opt_.kv.dir, st.files,
+        log::info("ds4-server: kv cache {}: {} files, {:.1f} of {} MB", dir, st.files,
                   double(st.total_bytes) / (1 << 20), opt_.kv.space_mb);
     }
     thread_ = std::thread([this] { worker(); });

@@ -94,7 +94,7 @@ TEST(ServerDrain, SigtermLetsAcceptedRequestsFinishAndSaves) {
     EXPECT_TRUE(contains(s.log(), "ds4-server: draining: 1 request in flight")) << s.log();
     EXPECT_TRUE(contains(s.log(), "every request finished")) << s.log();
     bool saved = false;
-    for (const auto& e : std::filesystem::directory_iterator(dir)) saved = saved || e.path().extension() == ".kv";
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) saved = saved || e.path().extension() == ".kv";
     EXPECT_TRUE(saved) << "no checkpoint in " << dir;
     std::filesystem::remove_all(dir);
 }

@@ -68,7 +68,7 @@ TEST(ServerHardening, TraceFileIsPrivateAndNeverALink) {
 // the state's and the file's checksums recomputed (what a forger with the format spec does).
 int forge_nan_rows(const std::string& dir) {
     int forged = 0;
-    for (const auto& de : fs::directory_iterator(dir)) {
+    for (const auto& de : fs::recursive_directory_iterator(dir)) {  // the model's subfolder
         const std::string path = de.path().string();
         if (de.path().extension() != ".kv") continue;
         std::ifstream in(path, std::ios::binary);

@@ -74,12 +74,31 @@ uint64_t metric(const ServerProcess& s, const std::string& name) {
     return uint64_t(std::stod(g[1]));
 }
 
+// Every file under `dir`: each model keeps its checkpoints in a subfolder of the root.
 std::vector<fs::path> kv_files(const std::string& dir) {
     std::vector<fs::path> out;
     if (!fs::exists(dir)) return out;
-    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (!e.is_directory()) out.push_back(e.path());
     std::sort(out.begin(), out.end());
     return out;
+}
+
+// The model subfolders of a cache root.
+std::vector<fs::path> subfolders(const std::string& dir) {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_directory()) out.push_back(e.path());
+    return out;
+}
+
+// Copies every file under `from` to the same place under `to`.
+void copy_tree(const std::string& from, const std::string& to) {
+    for (const auto& p : kv_files(from)) {
+        const fs::path dst = fs::path(to) / fs::relative(p, from);
+        fs::create_directories(dst.parent_path());
+        fs::copy_file(p, dst);
+    }
 }
 
 uint64_t dir_bytes(const std::string& dir) {
@@ -150,8 +169,7 @@ TEST(ServerKvDisk, DamagedTruncatedAndForeignFilesAreRemovedAndTheAnswerIsComput
     ASSERT_FALSE(kv_files(base).empty());
     for (const std::string how : {"flip", "truncate"}) {
         const std::string dir = fresh_dir(how);
-        fs::create_directories(dir);
-        for (const auto& p : kv_files(base)) fs::copy_file(p, dir + "/" + p.filename().string());
+        copy_tree(base, dir);
         for (const auto& p : kv_files(dir)) {
             const auto size = fs::file_size(p);
             if (std::string(how) == "flip") {
@@ -173,7 +191,8 @@ TEST(ServerKvDisk, DamagedTruncatedAndForeignFilesAreRemovedAndTheAnswerIsComput
         EXPECT_NE(s.log().find("removed"), std::string::npos) << how << s.log();
         EXPECT_EQ(metric(s, "ds4_kv_disk_hits_total"), 0u) << how;
     }
-    // Checkpoints of another model (same shape, another seed) are never loaded.
+    // A checkpoint of another model put inside this model's subfolder is foreign: never loaded,
+    // removed.
     const std::string other = std::string(DS4_SERVER_TEST_DIR) + "/tiny-other-seed.gguf";
     ASSERT_EQ(test::write_tiny_model(other, {"--type", "embd=q8_0", "--type", "output=q8_0", "--seed", "99"}).exit_code, 0);
     const std::string foreign = fresh_dir("foreign");
@@ -185,6 +204,10 @@ TEST(ServerKvDisk, DamagedTruncatedAndForeignFilesAreRemovedAndTheAnswerIsComput
         ask(s, c.second);
         ASSERT_EQ(s.terminate(), 0);
     }
+    ASSERT_EQ(subfolders(foreign).size(), 1u);
+    ASSERT_EQ(subfolders(base).size(), 1u);
+    const fs::path ours = fs::path(foreign) / subfolders(base)[0].filename();
+    fs::rename(subfolders(foreign)[0], ours);
     ASSERT_FALSE(kv_files(foreign).empty());
     ServerProcess s(kv_args(foreign));
     const Answer a = ask(s, c.second);
@@ -192,6 +215,64 @@ TEST(ServerKvDisk, DamagedTruncatedAndForeignFilesAreRemovedAndTheAnswerIsComput
     EXPECT_EQ(a.cached, 0);
     EXPECT_NE(s.log().find("removed"), std::string::npos) << s.log();
     fs::remove(other);
+}
+
+TEST(ServerKvDisk, TwoModelsShareADirectoryWithoutTouchingEachOthersFiles) {
+    const std::string other = std::string(DS4_SERVER_TEST_DIR) + "/tiny-shared-seed.gguf";
+    ASSERT_EQ(test::write_tiny_model(other, {"--type", "embd=q8_0", "--type", "output=q8_0", "--seed", "77"}).exit_code, 0);
+    const std::string dir = fresh_dir("two-models");
+    auto other_args = kv_args(dir);
+    other_args.insert(other_args.end(), {"-m", other});
+    Conversation c;
+    {
+        ServerProcess s(other_args);
+        c = conversation(s);
+        ask(s, c.second);
+        ASSERT_EQ(s.terminate(), 0);
+    }
+    const std::vector<fs::path> theirs = kv_files(dir);
+    ASSERT_FALSE(theirs.empty());
+    {
+        // This model: the other's checkpoints are neither loaded nor removed; its own go beside.
+        ServerProcess s(kv_args(dir));
+        const Answer a = ask(s, c.second);
+        EXPECT_EQ(a.cached, 0);
+        ASSERT_EQ(s.terminate(), 0);
+        EXPECT_EQ(s.log().find("removed"), std::string::npos) << s.log();
+    }
+    for (const auto& p : theirs) EXPECT_TRUE(fs::exists(p)) << p << " was removed by another model";
+    EXPECT_EQ(subfolders(dir).size(), 2u);
+    EXPECT_GT(kv_files(dir).size(), theirs.size());
+    // And the other model still resumes from its own.
+    ServerProcess s(other_args);
+    EXPECT_GT(ask(s, c.second).cached, 0);
+    fs::remove(other);
+    fs::remove_all(dir);
+}
+
+TEST(ServerKvDisk, CheckpointsOfTheOldFlatLayoutMoveIntoTheModelsSubfolder) {
+    const std::string base = fresh_dir("flat-base");
+    Conversation c;
+    {
+        ServerProcess s(kv_args(base));
+        c = conversation(s);
+        ASSERT_EQ(s.terminate(), 0);
+    }
+    // What a server before per-model subfolders left: the checkpoints directly in the root,
+    // beside a file that does not read (left alone: it may be another model's).
+    const std::string dir = fresh_dir("flat");
+    fs::create_directories(dir);
+    for (const auto& p : kv_files(base)) fs::copy_file(p, fs::path(dir) / p.filename());
+    const std::string stranger = dir + "/" + std::string(32, 'a') + ".kv";
+    std::ofstream(stranger) << "not a checkpoint of this model";
+    ServerProcess s(kv_args(dir));
+    EXPECT_NE(s.log().find("moved " + std::to_string(kv_files(base).size()) + " checkpoints"), std::string::npos)
+        << s.log();
+    EXPECT_GT(ask(s, c.second).cached, 0);
+    EXPECT_TRUE(fs::exists(stranger));
+    for (const auto& p : kv_files(base)) EXPECT_FALSE(fs::exists(fs::path(dir) / p.filename())) << p;
+    fs::remove_all(dir);
+    fs::remove_all(base);
 }
 
 TEST(ServerKvDisk, KillNineAtRandomMomentsNeverServesATornCheckpoint) {

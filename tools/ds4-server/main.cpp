@@ -232,10 +232,11 @@ int main(int argc, char** argv) {
         ->group("HTTP API");
     auto& kv = o.server.scheduler.kv;
     app.add_option("--kv-disk-dir", kv.dir,
-                   "Disk KV cache: checkpoints of conversations in DIR (created if missing), so "
-                   "other sessions and restarts resume without prefill (docs/SERVER.md)")
+                   "Disk KV cache: checkpoints of conversations under DIR (created if missing), in "
+                   "a subfolder per model, so other sessions, restarts and replicas resume without "
+                   "prefill (docs/SERVER.md)")
         ->option_text("DIR")->group("Disk KV cache");
-    app.add_option("--kv-disk-space-mb", kv.space_mb, "Budget of the directory in MiB (default 4096)")
+    app.add_option("--kv-disk-space-mb", kv.space_mb, "Budget of the model's cache subfolder in MiB (default 4096)")
         ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30))->option_text("N")->group("Disk KV cache");
     app.add_option("--kv-cache-min-tokens", kv.policy.min_tokens,
                    "Shortest checkpoint written or loaded, in tokens (default 512)")
