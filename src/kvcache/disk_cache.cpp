@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -36,15 +37,49 @@ bool ends_with(std::string_view s, std::string_view tail) {
     return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 
-// "<name>.tmp.<pid>.<n>": the pid, or -1 when `name` is not one of our temporaries.
-long temp_pid(const std::string& name) {
+// This machine's name as it appears in temporaries' names: [A-Za-z0-9-] only, at most 32.
+const std::string& host_tag() {
+    static const std::string tag = [] {
+        char buf[256] = {};
+        std::string t;
+        if (::gethostname(buf, sizeof buf - 1) == 0)
+            for (const char* c = buf; *c && t.size() < 32; ++c)
+                if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '-') t += *c;
+        return t.empty() ? std::string("host") : t;
+    }();
+    return tag;
+}
+
+// A temporary's writer, from "<name>.tmp.<pid>.<n>.<host>" (or "<name>.tmp.<pid>.<n>", written
+// before the host was recorded: taken as this machine's).
+struct TempOwner {
+    long pid = -1;  // -1: not one of our temporaries
+    std::string host;
+};
+
+TempOwner temp_owner(const std::string& name) {
+    TempOwner o;
     const size_t t = name.find(".kv.tmp.");
-    if (t == std::string::npos) return -1;
+    if (t == std::string::npos) return o;
     const char* p = name.c_str() + t + 8;
     char* end = nullptr;
     const long pid = std::strtol(p, &end, 10);
-    if (end == p || *end != '.' || pid <= 0) return -1;
-    return pid;
+    if (end == p || *end != '.' || pid <= 0) return o;
+    const char* n = end + 1;
+    std::strtoull(n, &end, 10);
+    if (end == n) return o;
+    o.pid = pid;
+    o.host = *end == '.' ? std::string(end + 1) : host_tag();
+    return o;
+}
+
+// Whether nobody will ever rename this temporary: its writer on this machine is gone (or is
+// this process, from before), or, written on another machine sharing the directory (whose
+// processes cannot be asked), it has not changed for an hour.
+bool temp_abandoned(const TempOwner& o, const std::string& path) {
+    if (o.host == host_tag()) return o.pid == long(getpid()) || (::kill(pid_t(o.pid), 0) != 0 && errno == ESRCH);
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 && time(nullptr) - st.st_mtime > 3600;
 }
 
 void mkdir_p(const std::string& dir) {
@@ -227,11 +262,8 @@ void DiskCache::scan() {
     std::lock_guard lock(mu_);
     for (const std::string& name : names) {
         const std::string path = path_of(name);
-        if (const long pid = temp_pid(name); pid > 0) {
-            // A temporary of a process that is gone (or of this one, from before): never
-            // renamed, never will be.
-            if (!read_only_ && (pid == long(getpid()) || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)))
-                ::unlink(path.c_str());
+        if (const TempOwner o = temp_owner(name); o.pid > 0) {
+            if (!read_only_ && temp_abandoned(o, path)) ::unlink(path.c_str());
             continue;
         }
         if (!ends_with(name, ".kv")) continue;
@@ -473,7 +505,8 @@ bool DiskCache::store(std::string_view text, std::span<const uint8_t> payload, c
 
     static std::atomic<uint64_t> counter{0};
     const std::string final_path = path_of(name);
-    const std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+    const std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++) +
+                            "." + host_tag();
     const uint64_t created = now_s();
     int err = 0;
     const char* step = "create";

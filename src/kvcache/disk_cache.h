@@ -12,10 +12,12 @@
 //   evictor unlinks only the inode it indexed, so nobody deletes a file another process has
 //   just written. Reads need no lock: files appear whole (rename), an unlinked file stays
 //   readable through an open descriptor, and a name gone before its open is a miss.
-// * store() writes `<name>.tmp.<pid>.<n>`, fsyncs it, renames it over the final name and fsyncs
+// * store() writes `<name>.tmp.<pid>.<n>.<host>`, fsyncs it, renames it over the final name and fsyncs
 //   the directory, so a crash leaves the old file or the new one, never a torn one. The bytes of
 //   the .kv files plus the temporaries being written never exceed the budget: lowest-score files
 //   are evicted first (score below). A full disk (ENOSPC, EDQUOT, EFBIG) disables saving.
+// * At construction, a temporary whose writer is gone is removed: a dead pid of this host, or,
+//   for another host sharing the directory (NFS), no change for an hour.
 // * A file that turns out damaged (scan or load) is removed with one warning line on stderr,
 //   "ds4: kv cache: removed <path>: <why>", and counted by cause. Files are opened with
 //   O_NOFOLLOW and must be regular: a symlink or FIFO put in place of one counts as damaged

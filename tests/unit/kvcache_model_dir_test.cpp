@@ -1,6 +1,11 @@
 // Per-model subfolders of a shared cache root (src/kvcache/model_dir.h): the name, and the move
-// of a flat (older) layout's files into their model's subfolder.
+// of a flat (older) layout's files into their model's subfolder; temporaries of writers gone.
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cctype>
+#include <ctime>
 
 #include <fstream>
 
@@ -70,6 +75,56 @@ TEST(KvCacheModelDir, ANewerFileInTheSubfolderIsNeverReplaced) {
 
 TEST(KvCacheModelDir, AMissingRootAdoptsNothing) {
     EXPECT_EQ(adopt_root_files("/nonexistent/ds4/kv/root", {model_a(), 7}, "/nonexistent/ds4/kv/root/x").moved, 0);
+}
+
+}  // namespace
+
+namespace {
+
+using namespace kvtest;
+
+std::string touch(const std::string& path, int64_t age_s = 0) {
+    std::ofstream(path) << "partial";
+    if (age_s > 0) {
+        const struct timeval tv[2] = {{time(nullptr) - age_s, 0}, {time(nullptr) - age_s, 0}};
+        ::utimes(path.c_str(), tv);
+    }
+    return path;
+}
+
+std::string local_host() {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof buf - 1);
+    std::string t;
+    for (const char* c = buf; *c && t.size() < 32; ++c)
+        if (std::isalnum(static_cast<unsigned char>(*c)) || *c == '-') t += *c;
+    return t.empty() ? "host" : t;
+}
+
+// A directory shared over a network file system holds temporaries being written on other
+// hosts, whose pids mean nothing here: only an hour without change marks them abandoned.
+TEST(KvCacheTemporaries, OnlyThoseWhoseWriterIsGoneAreRemoved) {
+    TempDir d;
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    ASSERT_GT(child, 0);
+    ::waitpid(child, nullptr, 0);  // now a pid nobody has
+    const std::string name = std::string(32, 'e') + ".kv.tmp.";
+    const std::string dead_here = touch(d.path + "/" + name + std::to_string(child) + ".0." + local_host());
+    const std::string dead_legacy = touch(d.path + "/" + name + std::to_string(child) + ".1");
+    const std::string alive_here = touch(d.path + "/" + name + std::to_string(getppid()) + ".2." + local_host());
+    const std::string fresh_remote = touch(d.path + "/" + name + std::to_string(child) + ".3.otherhost", 60);
+    const std::string old_remote = touch(d.path + "/" + name + std::to_string(getppid()) + ".4.otherhost", 7200);
+    DiskCache c(options(d.path, uint64_t(1) << 30));
+    EXPECT_FALSE(fs::exists(dead_here));
+    EXPECT_FALSE(fs::exists(dead_legacy));
+    EXPECT_TRUE(fs::exists(alive_here));
+    EXPECT_TRUE(fs::exists(fresh_remote));  // the same pid as dead_here, but another host's
+    EXPECT_FALSE(fs::exists(old_remote));
+    // Stores go on beside the others' temporaries and leave none of their own.
+    ASSERT_TRUE(c.store("text", payload(100, 1), {SaveReason::cold, 1, 64}, {}));
+    for (const auto& e : fs::directory_iterator(d.path))
+        EXPECT_NE(e.path().filename().string().rfind(file_name("text") + ".tmp.", 0), 0u) << e.path();
 }
 
 }  // namespace
