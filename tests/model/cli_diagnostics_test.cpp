@@ -2,8 +2,8 @@
 // upstream's JSON with exactly the logits --token-ids gives for the same prompt,
 // --decode-consistency finds decode and prefill equal, --raw-prompt of the rendered prompt
 // generates what -p does, --power leaves the output unchanged, --help TOPIC shows its section,
-// DS4_LOCK_FILE refuses a second engine, and a reply ends its line before the timing line when
-// both share a stream.
+// DS4_LOCK_FILE refuses a second engine, --prefix-file seeds the conversation, and a reply ends
+// its line before the timing line when both share a stream.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -133,6 +133,33 @@ TEST_F(CliDiagnostics, DecodeConsistencyRawPromptAndPower) {
     ASSERT_GT(at, 0u);
     EXPECT_EQ(both.output[at - 1], '\n') << both.output;
     EXPECT_EQ(both.output.substr(0, plain.out.size()), plain.out);
+}
+
+// --prefix-file: the turns come before the prompt as a conversation that happened: the model
+// sees what CHAT_FORMAT.md writes for such a history (checked against that text, rendered here by
+// hand and given as --raw-prompt), and a malformed file stops the run before the model loads.
+TEST_F(CliDiagnostics, PrefixFileSeedsTheConversation) {
+    std::ofstream(dir_->file("prefix.txt")) << "USER: What is 2+2?\nASSISTANT: 4\nUSER: And 3+3?\nASSISTANT: 6\n";
+    const auto seeded = ds4({"--prefix-file", dir_->file("prefix.txt"), "-p", "Hi", "--nothink", "--temp", "0", "-n", "6"});
+    ASSERT_EQ(seeded.code, 0) << seeded.err;
+    ASSERT_FALSE(seeded.out.empty());
+    std::ofstream(dir_->file("history.txt"))
+        << "<｜begin▁of▁sentence｜>You are a helpful assistant<｜User｜>What is 2+2?<｜Assistant｜></think>4"
+           "<｜end▁of▁sentence｜><｜User｜>And 3+3?<｜Assistant｜></think>6<｜end▁of▁sentence｜><｜User｜>Hi<｜Assistant｜></think>";
+    const auto raw = ds4({"--raw-prompt", "--prompt-file", dir_->file("history.txt"), "--temp", "0", "-n", "6"});
+    ASSERT_EQ(raw.code, 0) << raw.err;
+    EXPECT_EQ(seeded.out, raw.out);
+    const auto tokens = ds4({"--prefix-file", dir_->file("prefix.txt"), "-p", "Hi", "--nothink", "--dump-tokens"});
+    const auto plain = ds4({"-p", "Hi", "--nothink", "--dump-tokens"});
+    ASSERT_EQ(tokens.code, 0) << tokens.err;
+    EXPECT_GT(tokens.out.size(), plain.out.size() + 20);
+
+    std::ofstream(dir_->file("bad-prefix.txt")) << "USER: a question without its answer\n";
+    const auto bad = ds4({"--prefix-file", dir_->file("bad-prefix.txt"), "-p", "Hi"});
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("the last turn must be the assistant's"), std::string::npos) << bad.err;
+    const auto raw_too = ds4({"--prefix-file", dir_->file("prefix.txt"), "--raw-prompt", "-p", "Hi"});
+    EXPECT_EQ(raw_too.code, 2);
 }
 
 TEST_F(CliDiagnostics, HelpTopicsAndTheInstanceLock) {

@@ -240,8 +240,8 @@ private:
     // <｜User｜>text<｜Assistant｜><think> or </think>).
     std::vector<int32_t> with_user_turn(const std::string& text, chat::ThinkingMode mode) const {
         if (transcript_.empty())
-            return one_turn_tokens(*format_, {.system = o_.system, .user = text, .thinking = mode,
-                                              .context_size = ctx_});
+            return one_turn_tokens(*format_, {.system = o_.system, .prefix = o_.prefix, .user = text,
+                                              .thinking = mode, .context_size = ctx_});
         std::vector<int32_t> ids = transcript_;
         const auto suffix = format_->tokenize(format_->next_user_turn(text, mode));
         ids.insert(ids.end(), suffix.begin(), suffix.end());

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/prefix_file.h"
 #include "common/version.h"
 #include "common/cli_checks.h"
 #include "common/error.h"
@@ -90,6 +91,10 @@ ParseResult parse_options(int argc, char** argv) {
     auto* prompt_file = app.add_option("--prompt-file", o.prompt_file, "Read the prompt from FILE (exact bytes)")
                             ->option_text("FILE");
     prompt->excludes(prompt_file);
+    auto* prefix_file = app.add_option("--prefix-file", o.prefix_file,
+                                       "Start from the conversation in FILE: USER: and ASSISTANT: turns, "
+                                       "markers at line start, the last turn the assistant's")
+                            ->option_text("FILE")->group("Prompt and sampling");
     // A later -p / -n overrides an earlier one (scripts append the user's arguments).
     prompt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     n_opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -147,6 +152,20 @@ ParseResult parse_options(int argc, char** argv) {
         std::fprintf(stderr, "ds4: %s\n", e.c_str());
         r.exit_code = 2;
         return r;
+    }
+    if (prefix_file->count() > 0) {
+        if (o.raw_prompt || o.raw) {
+            std::fprintf(stderr, "ds4: --prefix-file is a chat conversation; --raw-prompt and --raw take no template\n");
+            r.exit_code = 2;
+            return r;
+        }
+        try {
+            o.prefix = chat::read_prefix_file(o.prefix_file);
+        } catch (const Error& e) {
+            std::fprintf(stderr, "ds4: %s\n", e.what());
+            r.exit_code = 2;
+            return r;
+        }
     }
     o.n_given = n_opt->count() > 0;
     if (seed_opt->count() > 0) o.seed = seed;

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "chat/format.h"
+#include "chat/message.h"
 #include "chat/render.h"
 #include "frontend/model_options.h"
 #include "speculative/options.h"
@@ -31,6 +33,8 @@ struct Options : frontend::ModelOptions {
     std::string prompt;           // -p TEXT
     std::string prompt_file;      // --prompt-file FILE (exact bytes)
     bool raw = false;             // --raw: no BOS, no template; marker text is plain text
+    std::string prefix_file;      // --prefix-file FILE: the conversation before the prompt
+    std::vector<chat::Message> prefix;  // its turns (chat/prefix_file.h), read while parsing
 
     // One-turn chat (-p / --prompt-file, and --dump-tokens without --raw).
     std::string system = "You are a helpful assistant";  // -sys TEXT (empty: no system message)

@@ -12,6 +12,7 @@ std::vector<int32_t> one_turn_tokens(const chat::ChatFormat& format, const OneTu
         messages.back().content = content;
     };
     if (!turn.system.empty()) add(chat::Role::System, turn.system);
+    messages.insert(messages.end(), turn.prefix.begin(), turn.prefix.end());
     add(chat::Role::User, turn.user);
     chat::RenderOptions ro;
     ro.thinking = turn.thinking;

@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "chat/format.h"
+#include "chat/message.h"
 
 namespace ds4::cli {
 
 struct OneTurn {
     std::string system;  // empty: no system message
+    std::vector<chat::Message> prefix{};  // --prefix-file's turns, between the system and the user
     std::string user;
     chat::ThinkingMode thinking = chat::ThinkingMode::High;
     int64_t context_size = 0;  // for the Think Max gate

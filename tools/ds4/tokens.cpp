@@ -24,7 +24,7 @@ std::string read_prompt(const Options& o) {
 }
 
 OneTurn one_turn(const Options& o, std::string user) {
-    return {.system = o.system, .user = std::move(user), .thinking = o.thinking,
+    return {.system = o.system, .prefix = o.prefix, .user = std::move(user), .thinking = o.thinking,
             .context_size = o.ctx};
 }
 
