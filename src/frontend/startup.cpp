@@ -15,6 +15,7 @@ Started start_model(const ModelOptions& o, const StartRequest& r) {
         fail("workers are `ds4 --role worker`; {} can only be the coordinator", r.tool);
     Started s;
     s.lock = InstanceLock::take(r.tool);
+    s.used_memory = streaming::simulate_used_memory(o.streaming.simulate_used, r.tool);
     const model::OpenOptions open = o.open_options();
     s.threads = open.threads;
     s.model = pipeline::open_model(o.model, open, o.dist);

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "pipeline/worker.h"
 #include "streaming/options.h"
+#include "streaming/used_memory.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ds4::frontend {
@@ -38,6 +39,7 @@ struct StartRequest {
 // attachment, whose destruction logs the cache counters and writes --expert-profile.
 struct Started {
     std::unique_ptr<InstanceLock> lock;                // DS4_LOCK_FILE (frontend/instance.h), held to the end
+    std::unique_ptr<streaming::UsedMemory> used_memory;  // --simulate-used-memory, taken before the load
     std::unique_ptr<streaming::Attachment> streaming;  // nullptr without --ssd-streaming / --expert-profile
     std::unique_ptr<model::Model> model;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer;   // when asked for

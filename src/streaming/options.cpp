@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "model/context_check.h"
+#include "streaming/used_memory.h"
 
 namespace ds4::streaming {
 
@@ -55,6 +56,12 @@ void add_flags(CLI::App& app, Options& o, const std::string& group) {
                    "Parallel reads of one layer's missing experts (default 4)")
         ->option_text("N")
         ->check(cli_checks::in_range(1, 64))
+        ->group(group);
+    app.add_option("--simulate-used-memory", o.simulate_used,
+                   "Lock N GiB of memory before the model loads, to behave like a machine with that "
+                   "much less (memory checks, the auto cache size, the page cache)")
+        ->option_text("NGB")
+        ->check(CLI::Validator([](std::string& s) { return used_memory_error(s); }, "NGB", "size"))
         ->group(group);
     app.add_option("--expert-profile", o.profile_out,
                    "At exit, write per (layer, expert) routing counts and a cache simulation at "

@@ -34,6 +34,7 @@ struct Options {
     bool lookahead = true;            // --ssd-streaming-no-lookahead turns it off
     std::string full_layers = "0";    // --ssd-streaming-full-layers N|auto (0: off)
     std::string profile_out;          // --expert-profile FILE
+    std::string simulate_used;        // --simulate-used-memory NGB (streaming/used_memory.h)
 };
 
 // Adds the flags to `app` under `group`, with their checks (a bad budget is a usage error).
