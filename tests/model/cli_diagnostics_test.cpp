@@ -2,7 +2,8 @@
 // upstream's JSON with exactly the logits --token-ids gives for the same prompt,
 // --decode-consistency finds decode and prefill equal, --raw-prompt of the rendered prompt
 // generates what -p does, --power leaves the output unchanged, --help TOPIC shows its section,
-// DS4_LOCK_FILE refuses a second engine, --prefix-file seeds the conversation, and a reply ends
+// DS4_LOCK_FILE refuses a second engine, --prefix-file seeds the conversation,
+// --simulate-used-memory holds memory without changing the output, and a reply ends
 // its line before the timing line when both share a stream.
 #include <gtest/gtest.h>
 
@@ -104,6 +105,9 @@ TEST_F(CliDiagnostics, DumpLogitsIsUpstreamsJsonOfTheLibrarysLogits) {
 }
 
 TEST_F(CliDiagnostics, DecodeConsistencyRawPromptAndPower) {
+    const auto replay = ds4({"-p", "Count to ten.", "--nothink", "--dist-replay-check"});
+    ASSERT_EQ(replay.code, 0) << replay.out << replay.err;
+    EXPECT_NE(replay.out.find("max |first - replay| = 0;"), std::string::npos) << replay.out;
     const auto c = ds4({"-p", "Count to ten.", "--nothink", "--decode-consistency", "6"});
     ASSERT_EQ(c.code, 0) << c.out << c.err;
     EXPECT_NE(c.out.find("6 decoded; max |decode - prefill| = 0 "), std::string::npos) << c.out;
@@ -160,6 +164,22 @@ TEST_F(CliDiagnostics, PrefixFileSeedsTheConversation) {
     EXPECT_NE(bad.err.find("the last turn must be the assistant's"), std::string::npos) << bad.err;
     const auto raw_too = ds4({"--prefix-file", dir_->file("prefix.txt"), "--raw-prompt", "-p", "Hi"});
     EXPECT_EQ(raw_too.code, 2);
+}
+
+// --simulate-used-memory takes its memory before the model loads and changes no output; a size
+// the machine does not have is refused before anything loads.
+TEST_F(CliDiagnostics, SimulateUsedMemoryHoldsMemoryAndChangesNoOutput) {
+    const auto plain = ds4({"-p", "Hi", "--nothink", "--temp", "0", "-n", "4"});
+    const auto held = ds4({"-p", "Hi", "--nothink", "--temp", "0", "-n", "4", "--simulate-used-memory", "0.25GB"});
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    if (held.code != 0 && held.err.find("cannot lock") != std::string::npos) GTEST_SKIP() << held.err;
+    ASSERT_EQ(held.code, 0) << held.err;
+    EXPECT_EQ(held.out, plain.out);
+    EXPECT_NE(held.err.find("--simulate-used-memory: holding 0.25 GiB locked"), std::string::npos) << held.err;
+    const auto huge = ds4({"-p", "Hi", "--simulate-used-memory", "1000000"});
+    EXPECT_NE(huge.code, 0);
+    EXPECT_NE(huge.err.find("would leave less than 1 GiB"), std::string::npos) << huge.err;
+    EXPECT_NE(ds4({"-p", "Hi", "--simulate-used-memory", "2MB"}).code, 0);
 }
 
 TEST_F(CliDiagnostics, HelpTopicsAndTheInstanceLock) {

@@ -482,6 +482,24 @@ TEST(DistPipelineText, GreedyGenerationEqualsOneProcess) {
     EXPECT_EQ(c.out(), ref.out());
 }
 
+// --dist-replay-check over a route: the prompt, a reset of every hop, the prompt again: the two
+// next-token rows are equal (a worker that kept stale KV after the reset would differ).
+TEST(DistPipelineText, ReplayCheckFindsTheReplayEqual) {
+    test::TempDir dir;
+    const std::string m = dir.file("tiny_rv.gguf");
+    ASSERT_EQ(test::write_tiny_model(m, test::kTinyQ8Io).exit_code, 0);
+    const uint16_t port = free_port();
+    Proc w({test::binary("ds4"), "-m", m, "-t", "1", "--role", "worker", "--layers", "3:output", "--coordinator",
+            "127.0.0.1", std::to_string(port), "--listen", "127.0.0.1", "0"},
+           dir.file("w.out"), dir.file("w.err"));
+    Proc c({test::binary("ds4"), "-m", m, "-t", "1", "--role", "coordinator", "--layers", "0:2", "--listen",
+            "127.0.0.1", std::to_string(port), "--dist-route-timeout", "30", "-p", "Hello there", "--nothink",
+            "--dist-replay-check"},
+           dir.file("c.out"), dir.file("c.err"));
+    ASSERT_EQ(c.wait(60), 0) << c.out() << c.err() << w.err();
+    EXPECT_NE(c.out().find("over the pipeline; max |first - replay| = 0;"), std::string::npos) << c.out();
+}
+
 // A coordinator restarted with a saved KV file (issue 24): the chat's /save on coordinator 0:1
 // with workers 2:3 and 4:output writes one whole-model state; the coordinator exits, a new one
 // registers the same (still running) workers, /loads the file and continues. Both replies equal

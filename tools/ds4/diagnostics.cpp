@@ -39,6 +39,10 @@ void add_diagnostic_flags(CLI::App& app, Options& o) {
     app.add_option("--decode-consistency", o.decode_consistency,
                    "With -p: decode N greedy tokens, compare their logits with one fresh prefill, then exit")
         ->check(CLI::Range(1, 1 << 20))->option_text("N")->group("Diagnostics");
+    app.add_flag("--dist-replay-check", o.replay_check,
+                 "With -p: evaluate the prompt, reset the session (on every pipeline hop too), "
+                 "evaluate it again and compare the logits, then exit")
+        ->group("Diagnostics");
     app.add_flag("--raw-prompt", o.raw_prompt,
                  "The prompt is the model input as it is: no chat template, no BOS; marker text is "
                  "matched (a pre-rendered prompt)")
@@ -132,6 +136,31 @@ int run_decode_consistency(const Options& o) {
                 "argmax differs at %lld of %lld steps\n",
                 (long long)P, (long long)n, worst, (long long)worst_at, (long long)differ, (long long)n);
     return differ == 0 ? 0 : 1;
+}
+
+int run_replay_check(const Options& o) {
+    const std::string text = read_prompt(o);
+    const frontend::Started run = frontend::start_model(o, {.tokenizer = true});
+    const auto format = chat::ChatFormat::from_gguf(run.model->file(), *run.tokenizer);
+    const std::vector<int32_t> ids = prompt_ids(o, *format, text);
+    if (ids.empty()) fail("--dist-replay-check: the prompt is empty");
+    if (int64_t(ids.size()) >= run.ctx)
+        fail("the prompt is {} tokens but the context holds {} (raise --ctx)", ids.size(), run.ctx);
+    model::Session s(*run.model, o.session());
+    std::vector<float> first, replay;
+    s.eval(ids, &first);
+    s.reset();  // a pipeline coordinator clears every hop's sequence
+    s.eval(ids, &replay);
+    const int64_t V = int64_t(first.size());
+    double worst = 0;
+    for (int64_t v = 0; v < V; ++v)
+        if (double d = std::abs(double(first[size_t(v)]) - double(replay[size_t(v)])); d > worst || std::isnan(d))
+            worst = std::isnan(d) ? INFINITY : d;
+    const int32_t a = argmax(first.data(), V), b = argmax(replay.data(), V);
+    std::printf("dist-replay-check: %lld prompt tokens%s; max |first - replay| = %.9g; argmax %d, replay %d\n",
+                (long long)ids.size(), o.dist.role == pipeline::Role::coordinator ? " over the pipeline" : "", worst,
+                a, b);
+    return a == b ? 0 : 1;
 }
 
 std::string take_help_topic(std::vector<std::string>& args) {

@@ -7,6 +7,10 @@
 //   --decode-consistency N   N greedy tokens decoded one at a time, then the same rows in one
 //                            fresh prefill: the largest logit difference and the argmax
 //                            disagreements (exit 1 when the argmax differs anywhere)
+//   --dist-replay-check      the prompt evaluated, the session reset (every pipeline hop's KV
+//                            too), the prompt evaluated again: the largest difference of the
+//                            two next-token logit rows (exit 1 when the argmax differs); a
+//                            worker that kept stale state or a lossy route shows here
 //   --raw-prompt             the prompt is the model's input as it is: no template, no BOS;
 //                            marker text becomes control tokens (a pre-rendered prompt)
 //   --power N                1..100: a duty cycle, sleeping between tokens (output unchanged)
@@ -34,6 +38,7 @@ bool prompt_opens_thinking(const Options& o, const chat::ChatFormat& format, con
 
 int run_dump_logits(const Options& o);
 int run_decode_consistency(const Options& o);
+int run_replay_check(const Options& o);
 
 // `--help TOPIC` (or `-h TOPIC`): removes TOPIC from args and returns it ("" when absent).
 std::string take_help_topic(std::vector<std::string>& args);

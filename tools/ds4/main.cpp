@@ -21,6 +21,7 @@
 #include "options.h"
 #include "pipeline/worker.h"
 #include "sampling/sampler.h"
+#include "streaming/used_memory.h"
 #include "tokens.h"
 
 namespace ds4::cli {
@@ -178,6 +179,7 @@ ParseResult parse_options(int argc, char** argv) {
     if (!o.token_ids.empty()) o.mode = Mode::EvalTokens;
     if (!o.dump_logits_json.empty()) o.mode = Mode::DumpLogits;
     if (o.decode_consistency > 0) o.mode = Mode::DecodeConsistency;
+    if (o.replay_check) o.mode = Mode::ReplayCheck;
     if (dump_tokens) o.mode = Mode::DumpTokens;
     if (o.dist.role == pipeline::Role::worker) o.mode = Mode::Worker;
     if (!o.dump_logits.empty() && o.token_ids.empty()) {
@@ -227,14 +229,21 @@ int run(const Options& o) {
             return run_generate(o);
         case Mode::DumpLogits:
         case Mode::DecodeConsistency:
+        case Mode::ReplayCheck:
             require_model(o);
             if (o.prompt.empty() && o.prompt_file.empty())
                 fail("{} needs -p TEXT or --prompt-file FILE",
-                     o.mode == Mode::DumpLogits ? "--dump-logits" : "--decode-consistency");
+                     o.mode == Mode::DumpLogits           ? "--dump-logits"
+                     : o.mode == Mode::DecodeConsistency ? "--decode-consistency"
+                                                          : "--dist-replay-check");
+            if (o.mode == Mode::ReplayCheck) return run_replay_check(o);
             return o.mode == Mode::DumpLogits ? run_dump_logits(o) : run_decode_consistency(o);
         case Mode::Worker:
             require_model(o);
+        {
+            const auto used = streaming::simulate_used_memory(o.streaming.simulate_used, "ds4");
             return pipeline::run_worker(frontend::worker_options(o));
+        }
         case Mode::None:
             break;
     }

@@ -15,7 +15,7 @@
 
 namespace ds4::cli {
 
-enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate, Worker, DumpLogits, DecodeConsistency };
+enum class Mode { None, Inspect, EvalTokens, DumpTokens, Generate, Worker, DumpLogits, DecodeConsistency, ReplayCheck };
 
 // -m, -t, --ctx (default 4096), --prefill-chunk, --no-qat, --no-mmap, SSD streaming and the
 // pipeline roles come from ModelOptions; model_given is also set by a path after --inspect.
@@ -50,6 +50,7 @@ struct Options : frontend::ModelOptions {
     // Diagnostics (diagnostics.h).
     std::string dump_logits_json;  // --dump-logits FILE (JSON; --dump-logits-f32 is the raw dump)
     int decode_consistency = 0;    // --decode-consistency N
+    bool replay_check = false;     // --dist-replay-check
     bool raw_prompt = false;       // --raw-prompt
     int power = 100;               // --power N
 };
