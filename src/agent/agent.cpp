@@ -24,6 +24,7 @@ Agent::Agent(engine::Engine& engine, const chat::ChatFormat& format, Tools& tool
       ui_(ui),
       conv_(format, options_.system,
             {.tools_json = Tools::specs_json(), .thinking = options_.thinking, .context_size = engine.ctx()}) {
+    conv_.seed(options_.prefix);
     if (!options_.trace_path.empty()) {
         trace_ = std::fopen(options_.trace_path.c_str(), "a");
         if (!trace_) fail("--trace {}: cannot open for writing", options_.trace_path);
@@ -58,6 +59,7 @@ void Agent::set_thinking(chat::ThinkingMode m) { conv_.set_thinking(m); options_
 void Agent::reset() {
     conv_ = Conversation(format_, options_.system,
                          {.tools_json = Tools::specs_json(), .thinking = options_.thinking, .context_size = engine_.ctx()});
+    conv_.seed(options_.prefix);
     id_.clear();
     created_ = 0;
     traced_ = 0;

@@ -53,6 +53,7 @@ struct AgentOptions {
     std::string trace_path;           // --trace: everything the model sees and says
     int max_draft = 0;                // speculative drafts per step
     bool compaction = true;           // the automatic triggers (/compact works either way)
+    std::vector<chat::Message> prefix{};  // --prefix-file: the history every conversation starts from
 };
 
 struct TurnReport {

@@ -10,6 +10,11 @@ Conversation::Conversation(const chat::ChatFormat& format, std::string system, C
     if (!system_.empty()) messages_.push_back({.role = chat::Role::System, .content = system_});
 }
 
+void Conversation::seed(const std::vector<chat::Message>& history) {
+    if (!tokens_.empty()) fail("a conversation is seeded before its first message");
+    messages_.insert(messages_.end(), history.begin(), history.end());
+}
+
 chat::RenderedPrompt Conversation::render(bool generation_prompt) const {
     chat::RenderOptions o;
     o.thinking = options_.thinking;

@@ -35,6 +35,8 @@ public:
     // generation prompt got no reply (stopped by Ctrl+C), an empty reply closes it first.
     // Throws ds4::Error when the format cannot render them (nothing changes then).
     void add(const std::vector<chat::Message>& messages);
+    // Before the first add(): a history to start from (--prefix-file's turns), rendered with it.
+    void seed(const std::vector<chat::Message>& history);
     // Appends the reply the model just gave: its sampled ids and the parse of their text;
     // the tool calls get ids ("call_<n>") and are returned.
     std::vector<chat::ToolCall> add_reply(const std::vector<int32_t>& ids, const chat::ParsedOutput& parsed);

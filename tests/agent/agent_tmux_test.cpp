@@ -290,6 +290,25 @@ TEST_F(AgentTmux, OneShotNonInteractiveWithTrace) {
     EXPECT_NE(text.find("make a file"), std::string::npos);
     EXPECT_NE(text.find("<tool_result>wrote made.txt (5 bytes, 1 lines)</tool_result>"), std::string::npos) << text;
     EXPECT_NE(text.find("Made it."), std::string::npos);
+    // --prefix-file: the model sees the seeded turns before the first message.
+    const std::string prefix = (scratch_.path() / "prefix.txt").string();
+    std::ofstream(prefix) << "USER: What is the capital of Italy?\nASSISTANT: Rome.\n";
+    const std::string trace2 = (scratch_.path() / "trace2.txt").string();
+    const test::RunResult seeded = test::run_command(
+        {"/bin/sh", "-c", agent({"Fine."}, "-p 'and France?' --non-interactive --prefix-file " + quote(prefix) +
+                                               " --trace " + quote(trace2)) + " </dev/null"});
+    ASSERT_EQ(seeded.exit_code, 0) << seeded.output;
+    std::ifstream tr2(trace2);
+    const std::string text2(std::istreambuf_iterator<char>(tr2), {});
+    const size_t q = text2.find("What is the capital of Italy?"), a = text2.find("Rome."), n = text2.find("and France?");
+    ASSERT_NE(q, std::string::npos) << text2;
+    ASSERT_NE(n, std::string::npos) << text2;
+    EXPECT_TRUE(q < a && a < n) << text2;
+    std::ofstream(prefix) << "ASSISTANT: hello\n";
+    const test::RunResult bad = test::run_command(
+        {"/bin/sh", "-c", agent({"x"}, "-p 'x' --non-interactive --prefix-file " + quote(prefix)) + " </dev/null 2>&1"});
+    EXPECT_EQ(bad.exit_code, 2) << bad.output;
+    EXPECT_NE(bad.output.find("expected a USER turn"), std::string::npos) << bad.output;
     // Without --yes a one-shot run refuses writes and says how to allow them.
     const std::string cmd2 = agent({call("write", {{"path", "no.txt"}, {"content", "x"}}), "ok"},
                                    "-p 'again' --non-interactive");

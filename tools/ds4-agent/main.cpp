@@ -91,6 +91,7 @@ public:
         }
         agent::AgentOptions ao;
         ao.system = system_prompt(root_->path(), o.system);
+        ao.prefix = o.prefix;
         ao.thinking = format_->effective_thinking(o.thinking, so.ctx);
         const auto d = format_->sampling_defaults();
         ao.sampling = {.temperature = o.temperature.value_or(d.temperature), .top_k = o.top_k,

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "chat/prefix_file.h"
 #include "common/cli_checks.h"
+#include "common/error.h"
 #include "pipeline/options.h"
 #include "sampling/sampler.h"
 #include "streaming/options.h"
@@ -42,6 +44,10 @@ ParseResult parse_options(int argc, char** argv) {
     auto* p = app.add_option("-p,--prompt", o.prompt, "The first message")->option_text("TEXT")->group(g);
     auto* pf = app.add_option("--prompt-file", o.prompt_file, "The first message, from FILE")->option_text("FILE")->group(g);
     p->excludes(pf);
+    app.add_option("--prefix-file", o.prefix_file,
+                   "Start every conversation from the USER:/ASSISTANT: turns in FILE (markers at line "
+                   "start, the last turn the assistant's)")
+        ->option_text("FILE")->group(g);
     app.add_flag("--non-interactive", o.non_interactive,
                  "With -p: one turn, then exit; without: each stdin line is a turn (no prompts; writes "
                  "and commands need --yes)")->group(g);
@@ -78,6 +84,15 @@ ParseResult parse_options(int argc, char** argv) {
         std::fprintf(stderr, "ds4-agent: %s\n", e.c_str());
         r.exit_code = 2;
         return r;
+    }
+    if (!o.prefix_file.empty()) {
+        try {
+            o.prefix = chat::read_prefix_file(o.prefix_file);
+        } catch (const Error& e) {
+            std::fprintf(stderr, "ds4-agent: %s\n", e.what());
+            r.exit_code = 2;
+            return r;
+        }
     }
     if (o.dist.role == pipeline::Role::worker) {
         std::fprintf(stderr, "ds4-agent: a pipeline worker is started with ds4 --role worker\n");

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "chat/conversation.h"
+#include "chat/message.h"
 #include "frontend/model_options.h"
 #include "speculative/options.h"
 
@@ -17,6 +19,8 @@ struct Options : frontend::ModelOptions {
     speculative::SpecOptions spec;
     std::string prompt;            // -p TEXT: the first message
     std::string prompt_file;       // --prompt-file FILE
+    std::string prefix_file;       // --prefix-file FILE
+    std::vector<chat::Message> prefix;  // its turns (chat/prefix_file.h), read while parsing
     bool non_interactive = false;  // --non-interactive: one turn with -p, else a turn per stdin line
     std::string system;            // -sys TEXT: added to the agent's own system prompt
     std::string chdir;             // --chdir DIR: the tools' root (default: the current directory)
