@@ -20,8 +20,9 @@ constexpr const char* kFooter = R"(Usage:
 
 The manifest is a TSV whose header names the columns id, prompt_file and continuation_file
 (paths relative to the manifest); upstream's manifest.tsv ("# id ..." header, paths from
-upstream's repository root) is read as it is, e.g. tests/data/quality-testing/flash/manifest.tsv. Each prompt is rendered as one user turn with the model's
-chat template (thinking off); the model is run once over prompt + continuation.
+upstream's repository root) is read as it is, e.g. tests/data/quality-testing/flash/manifest.tsv.
+Each prompt is rendered as one user turn with the model's chat template (thinking off); the
+model is run once over prompt + continuation.
 out.tsv: id, tokens, avg_nll (lower is better), first_token_match, greedy_lcp, top1_rate.
 --compare prints per-case wins, the mean avg_nll of each, the delta B - A and a verdict.
 
