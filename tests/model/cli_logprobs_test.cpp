@@ -5,7 +5,8 @@
 //   --dump-logprobs: each step's top-k ids, logits and logprobs, and the greedy choice;
 //   --logprob-vectors: vectors written here from the engine's own numbers pass, a perturbed
 //   logprob, a perturbed official token and a malformed file fail; DeepSeek's official files
-//   (tests/data/official-vectors) parse.
+//   (tests/data/official-vectors) parse; --help diagnostics lists the flags, and two modes at
+//   once are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -302,6 +303,18 @@ TEST(OfficialVectors, DeepSeeksFilesParseAndNameTokensOfTheVocabulary) {
     EXPECT_EQ(cases[0].steps[1].selected, " Lov");
     EXPECT_EQ(cases[4].steps[3].selected, " code");
     EXPECT_EQ(cases[0].steps[0].top[0].logprob, 0.0);
+}
+
+TEST_F(CliLogprobs, HelpListsTheFlagsAndOneModeAtATime) {
+    const auto h = ds4({"--help", "diagnostics"});
+    ASSERT_EQ(h.code, 0) << h.err;
+    for (const char* flag : {"--logprob-vectors", "--logprob-vectors-max-delta", "--perplexity-file", "--dump-logprobs",
+                             "--logprobs-top-k"})
+        EXPECT_NE(h.out.find(flag), std::string::npos) << flag << "\n" << h.out;
+    const auto two = ds4({"--perplexity-file", dir_->file("p.txt"), "--dump-logprobs", dir_->file("x.json"), "-p", "Hi"});
+    EXPECT_EQ(two.code, 1);
+    EXPECT_NE(two.err.find("separate runs: give one"), std::string::npos) << two.err;
+    EXPECT_NE(ds4({"--dump-logprobs", dir_->file("x.json"), "-p", "Hi", "--logprobs-top-k", "129"}).code, 0);
 }
 
 // Every official token (selected and top) is one token of the real vocabulary, so the check
