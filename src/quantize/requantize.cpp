@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "common/error.h"
 #include "common/thread_pool.h"
@@ -92,7 +93,51 @@ void parallel(ThreadPool* pool, int64_t n, const std::function<void(int64_t)>& f
     if (first) std::rethrow_exception(first);
 }
 
+// llama.cpp's llama_ftype of a dominant type (the mapping llama.cpp's loader guesses with;
+// MXFP4 experts are llama-quantize's MOSTLY_MXFP4_MOE). nullopt: no ftype names it.
+std::optional<uint32_t> ftype_of(TensorType t) {
+    switch (t) {
+        case TensorType::F32: return 0;
+        case TensorType::F16: return 1;
+        case TensorType::Q4_0: return 2;
+        case TensorType::Q4_1: return 3;
+        case TensorType::Q8_0: return 7;
+        case TensorType::Q5_0: return 8;
+        case TensorType::Q5_1: return 9;
+        case TensorType::Q2_K: return 10;
+        case TensorType::Q3_K: return 12;   // MOSTLY_Q3_K_M
+        case TensorType::Q4_K: return 15;   // MOSTLY_Q4_K_M
+        case TensorType::Q5_K: return 17;   // MOSTLY_Q5_K_M
+        case TensorType::Q6_K: return 18;
+        case TensorType::IQ2_XXS: return 19;
+        case TensorType::IQ2_XS: return 20;
+        case TensorType::IQ3_XXS: return 23;
+        case TensorType::IQ1_S: return 24;
+        case TensorType::IQ4_NL: return 25;
+        case TensorType::IQ3_S: return 26;
+        case TensorType::IQ2_S: return 28;
+        case TensorType::IQ4_XS: return 30;
+        case TensorType::IQ1_M: return 31;
+        case TensorType::BF16: return 32;
+        case TensorType::TQ1_0: return 36;
+        case TensorType::TQ2_0: return 37;
+        case TensorType::MXFP4: return 38;  // MOSTLY_MXFP4_MOE
+        default: return std::nullopt;
+    }
+}
+
 }  // namespace
+
+uint32_t file_type(const Plan& plan) {
+    std::map<TensorType, uint64_t> bytes;
+    for (const auto& it : plan.items)
+        if (it.info->n_dims >= 2 && ftype_of(it.type)) bytes[it.type] += it.bytes;
+    TensorType top = TensorType::F32;
+    uint64_t most = 0;
+    for (const auto& [t, b] : bytes)
+        if (b > most) most = b, top = t;
+    return *ftype_of(top);
+}
 
 uint64_t fnv1a64(std::span<const uint8_t> bytes) {
     uint64_t h = 1469598103934665603ull;
@@ -205,8 +250,11 @@ void Producer::produce(const PlanItem& item, std::span<uint8_t> out) const {
 
 void write_output(const Plan& plan, const Producer& p, const std::string& out_path, const WriteOptions& o) {
     gguf::Writer w(out_path, p.tmpl.alignment());
-    for (const auto& [key, value] : p.tmpl.metadata())
-        if (key != "general.alignment") w.set(key, value);
+    for (const auto& [key, value] : p.tmpl.metadata()) {
+        if (key == "general.alignment") continue;
+        // The template's file type describes the template's mix, not this one.
+        w.set(key, key == "general.file_type" ? gguf::Value::u32(file_type(plan)) : value);
+    }
     if (!o.imatrix_path.empty()) w.set("quantize.imatrix.file", gguf::Value::str(o.imatrix_path));
     for (const auto& it : plan.items) {
         const auto& ne = it.info->ne;

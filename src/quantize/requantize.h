@@ -68,6 +68,14 @@ struct Producer {
     void produce(const PlanItem& item, std::span<uint8_t> out) const;
 };
 
+// llama.cpp's general.file_type (enum llama_ftype) of the plan's output: the type holding the
+// most bytes among the written matrices (2+ dimensions; llama.cpp's "except 1d tensors"), as
+// llama.cpp's loader names a type (Q4_K: MOSTLY_Q4_K_M, MXFP4: MOSTLY_MXFP4_MOE); the q2
+// recipe gives 19 (MOSTLY_IQ2_XXS), q4 15, all F32 0. write_output() writes it in place of a
+// template's general.file_type; a template without the key gets none (the generator's files
+// stay what they are).
+uint32_t file_type(const Plan& plan);
+
 struct WriteOptions {
     std::FILE* log = nullptr;       // progress and summary; nullptr: quiet
     bool progress_bar = false;      // a redrawn bar (a terminal) instead of a line per ~10%

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "model/deepseek4/config.h"
 #include "model/deepseek4/layout.h"
 #include "quant/quant.h"
@@ -240,6 +241,47 @@ TEST_F(QuantizeTool, SpliceTakesTheChosenLayersExpertsFromTheDonor) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.output.find("--force"), std::string::npos) << r.output;
     EXPECT_FALSE(std::filesystem::exists(file("x.gguf")));
+}
+
+// general.file_type names the mix written (llama.cpp's enum llama_ftype), not the template's:
+// the type with the most bytes among the matrices. A template without the key (the
+// generator's) gives a file without it.
+TEST_F(QuantizeTool, FileTypeIsTheMixWrittenNotTheTemplates) {
+    const auto src = gguf::File::open(file("f32.gguf"));
+    ASSERT_EQ(src->find("general.file_type"), nullptr);
+    {
+        gguf::Writer w(file("ft.gguf"), src->alignment());
+        for (const auto& [key, value] : src->metadata())
+            if (key != "general.alignment") w.set(key, value);
+        w.set("general.file_type", gguf::Value::u32(7));  // claims MOSTLY_Q8_0
+        for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, {t.ne.begin(), t.ne.begin() + t.n_dims});
+        w.begin_data();
+        for (const auto& t : src->tensors()) w.write_tensor(t.name, {src->data(t), t.n_bytes});
+        w.finish();
+    }
+    auto ftype = [](const std::string& path) { return gguf::File::open(path)->get_u32("general.file_type"); };
+    auto r = quantize({"--in", file("ft.gguf"), "--out", file("ft-same.gguf")});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(ftype(file("ft-same.gguf")), 0u);  // LLAMA_FTYPE_ALL_F32: every matrix is F32
+    // The rest Q8_0 (3.0 MiB on this model): Q4_K experts (5.1 MiB) and MXFP4 ones (4.8 MiB)
+    // outweigh it; with only the experts retyped the F32 rest (8.5 MiB) would.
+    const std::vector<std::string> rest = {"--shared", "q8_0", "--attention", "q8_0", "--attention-proj", "q8_0",
+                                           "--dense", "q8_0", "--embedding", "q8_0", "--output", "q8_0"};
+    r = quantize(cat({"--in", file("ft.gguf"), "--out", file("ft-q4.gguf"), "--experts", "q4_k"}, rest));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(ftype(file("ft-q4.gguf")), 15u);  // MOSTLY_Q4_K_M
+    r = quantize(cat({"--in", file("ft.gguf"), "--out", file("ft-mx.gguf"), "--experts", "mxfp4"}, rest));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(ftype(file("ft-mx.gguf")), 38u);  // MOSTLY_MXFP4_MOE
+    r = quantize(cat({"--in", file("ft.gguf"), "--out", file("ft-q8.gguf"), "--experts", "q8_0"}, rest));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(ftype(file("ft-q8.gguf")), 7u);   // MOSTLY_Q8_0
+    r = quantize({"--in", file("ft.gguf"), "--out", file("ft-f32x.gguf"), "--experts", "q4_k"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(ftype(file("ft-f32x.gguf")), 0u);  // the F32 rest holds more bytes than the experts
+    r = quantize({"--in", file("f32.gguf"), "--out", file("noft.gguf"), "--experts", "q4_k"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(gguf::File::open(file("noft.gguf"))->find("general.file_type"), nullptr);
 }
 
 }  // namespace

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "chat/format.h"
+#include "common/data_path.h"
 #include "common/error.h"
 #include "common/file_io.h"
 #include "frontend/startup.h"
@@ -16,8 +16,6 @@
 
 namespace ds4::score {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::vector<std::string> split_tabs(const std::string& line) {
     std::vector<std::string> out;
@@ -41,6 +39,8 @@ std::vector<Case> read_manifest(const std::string& path) {
     if (!in) fail("{}: cannot read the manifest", path);
     std::string line;
     if (!std::getline(in, line)) fail("{}: empty manifest (a header line names the columns)", path);
+    // Upstream's header is a comment: "# id\tprompt_file\tcontinuation_file\tresponse_file".
+    if (line.rfind("# ", 0) == 0) line.erase(0, 2);
     const auto header = split_tabs(line);
     auto column = [&](std::initializer_list<const char*> names) {
         for (const char* n : names)
@@ -50,14 +50,13 @@ std::vector<Case> read_manifest(const std::string& path) {
     };
     const size_t ci = column({"id", "case"}), cp = column({"prompt_file", "prompt"});
     const size_t cc = column({"continuation_file", "continuation"});
-    const fs::path dir = fs::path(path).parent_path();
     std::vector<Case> cases;
     for (int n = 2; std::getline(in, line); ++n) {
         if (line.empty() || line[0] == '#') continue;
         const auto f = split_tabs(line);
         if (f.size() <= std::max({ci, cp, cc})) fail("{}:{}: {} columns, the header has {}", path, n, f.size(), header.size());
-        cases.push_back({f[ci], read_text((dir / f[cp]).string(), "the prompt of case " + f[ci]),
-                         read_text((dir / f[cc]).string(), "the continuation of case " + f[ci])});
+        cases.push_back({f[ci], read_text(resolve_data_path(path, f[cp]), "the prompt of case " + f[ci]),
+                         read_text(resolve_data_path(path, f[cc]), "the continuation of case " + f[ci])});
     }
     if (cases.empty()) fail("{}: no cases", path);
     return cases;

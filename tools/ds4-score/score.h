@@ -3,7 +3,10 @@
 //
 // Manifest: a TSV with a header line naming its columns; `id` (or `case`), `prompt_file` (or
 // `prompt`) and `continuation_file` (or `continuation`) are required, other columns are
-// ignored; files are relative to the manifest's folder. Each case's prompt is rendered as one
+// ignored; files are relative to the manifest's folder. Upstream's manifest.tsv
+// (gguf-tools/quality-testing: a "# id\tprompt_file\tcontinuation_file\tresponse_file" comment
+// header, paths relative to upstream's repository root) is read as it is: a "# " header names
+// the columns, and paths resolve by common/data_path.h. Each case's prompt is rendered as one
 // user message with the model's chat template (thinking off, generation prompt added), the
 // continuation tokenized as plain text, and the model run once over both.
 //

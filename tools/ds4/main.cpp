@@ -18,6 +18,7 @@
 #include "generate.h"
 #include "inspect.h"
 #include "interactive.h"
+#include "logprobs.h"
 #include "options.h"
 #include "pipeline/worker.h"
 #include "sampling/sampler.h"
@@ -142,6 +143,7 @@ ParseResult parse_options(int argc, char** argv) {
     pipeline::add_dist_flags(app, o.dist);
     frontend::add_steering_flags(app, o.steering);
     add_diagnostic_flags(app, o);
+    add_logprob_flags(app, o.logprob);
     app.footer(kFooter);
     if (!help_topic.empty()) {
         print_help_topic(app, help_topic, kCommands);
@@ -214,6 +216,10 @@ void require_model(const Options& o) {
 }
 
 int run(const Options& o) {
+    if (o.logprob.active() && o.mode != Mode::Worker && o.mode != Mode::Inspect) {
+        require_model(o);
+        return run_logprob_mode(o);
+    }
     switch (o.mode) {
         case Mode::Inspect:
             require_model(o);

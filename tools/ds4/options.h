@@ -11,6 +11,7 @@
 #include "chat/message.h"
 #include "chat/render.h"
 #include "frontend/model_options.h"
+#include "logprob_options.h"
 #include "speculative/options.h"
 
 namespace ds4::cli {
@@ -53,6 +54,7 @@ struct Options : frontend::ModelOptions {
     bool replay_check = false;     // --dist-replay-check
     bool raw_prompt = false;       // --raw-prompt
     int power = 100;               // --power N
+    LogprobOptions logprob;        // --logprob-vectors, --perplexity-file, --dump-logprobs (logprobs.h)
 };
 
 // Parses argv. Returns the options, or an exit code when parsing ends the run (--help
