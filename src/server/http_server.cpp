@@ -8,6 +8,7 @@
 #include "chat/format.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "server/continuation.h"
 #include "server/ids.h"
 #include "tokenizer/tokenizer.h"
 
@@ -115,6 +116,8 @@ HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, Ser
             options_.tool_memory_max_ids);
     }
     scheduler_.set_tool_memory(tool_memory_.get());
+    if (options_.response_store_max > 0)
+        responses_ = std::make_unique<ResponseStore>(options_.response_store_max, options_.response_store_bytes);
     ListenerOptions lo;
     lo.trace = trace_.get();
     lo.host = options_.host;
@@ -378,8 +381,10 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
         ~InFlight() { --n; }
     } in_flight(metrics_.in_flight);
     auto job = std::make_unique<Job>();
+    std::shared_ptr<const StoredTurn> continued;  // the earlier reply this request continues
     try {
         job->request = parse_request(api, req.body);
+        continued = expand_continuation(job->request, responses_.get());
     } catch (const RequestError& e) {
         ex.send(error(req.path, e.status, e.what(), e.param, e.code));
         return;
@@ -397,7 +402,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     try {
         restore_tool_blocks(r);
         job->rendered = render_request(*format_, r, mode, render_options(mode, r), job->reply_prefix);
-        job->prompt = format_->tokenize(job->rendered);
+        job->prompt = continue_tokens(*format_, job->rendered, continued.get());
     } catch (const Error& e) {
         ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));
         return;
@@ -413,6 +418,7 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     job->max_tokens = std::min(r.max_tokens.value_or(options_.default_max_tokens), ctx - n);
     if (forced_) job->forced = forced_->next();
     job->tool_memory = tool_memory_.get();
+    job->responses = responses_.get();
     const ResponseMeta meta{.model = r.model.empty() ? listed_models(architecture_)[0] : r.model,
                             .seq = ++seq_,
                             .created = int64_t(std::time(nullptr))};
