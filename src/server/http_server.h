@@ -91,6 +91,7 @@ private:
     std::optional<HttpResponse> on_request(const HttpRequest& req);
     void on_thread(const HttpRequest& req, HttpExchange& ex);
     void generate(Api api, const HttpRequest& req, HttpExchange& ex);
+    std::optional<HttpResponse> prepare(Api api, const HttpRequest& req, Job& job);
     void count_tokens(const HttpRequest& req, HttpExchange& ex);
     void restore_tool_blocks(const Request& r);
     // 400 for a prompt of n tokens that does not fit the context, in the API's error shape.
