@@ -59,6 +59,7 @@ public:
     ParsedOutput parse(std::string_view text, OutputParserOptions options) const override {
         return parse_output(text, options);
     }
+    std::unique_ptr<ToolTracker> new_tool_tracker(bool thinking) const override { return new_dsml_tracker(thinking); }
 };
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "chat/conversation.h"
 #include "chat/message.h"
 #include "chat/output.h"
+#include "chat/tool_tracker.h"
 
 namespace ds4::gguf {
 class File;
@@ -106,6 +107,10 @@ public:
     // block gives its calls and no content (exact tool replay checks a block so).
     virtual std::unique_ptr<StreamParser> new_parser(OutputParserOptions options) const = 0;
     virtual ParsedOutput parse(std::string_view text, OutputParserOptions options) const = 0;
+    // The tracker that tells DSML-aware sampling where a reply stands in a tool call
+    // (chat/tool_tracker.h; `thinking`: the reply starts inside its reasoning). Null: the
+    // format has none, and every token keeps the request's sampling.
+    virtual std::unique_ptr<ToolTracker> new_tool_tracker(bool /*thinking*/) const { return nullptr; }
 
 protected:
     explicit ChatFormat(const tokenizer::Tokenizer& tok) : tok_(tok) {}

@@ -71,6 +71,9 @@ public:
     ParsedOutput parse(std::string_view text, OutputParserOptions options) const override {
         return glm::parse_output(text, std::move(options));
     }
+    std::unique_ptr<ToolTracker> new_tool_tracker(bool thinking) const override {
+        return new_glm_tool_tracker(thinking);
+    }
 };
 
 }  // namespace

@@ -285,6 +285,7 @@ int32_t Generator::pick(std::span<const float> row, std::optional<StopReason>& s
         return (*opt_.forced)[forced_at_++];
     }
     ban(row);
+    if (opt_.greedy && opt_.greedy()) return sampling::argmax(row);
     return sampler_->sample(row);
 }
 
@@ -300,7 +301,8 @@ void Generator::ban(std::span<const float> row) const {
 // Row j's token when draft j+1 came with the distribution q it was drawn from: the draft with
 // probability min(1, p(d)/q(d)), else a draw from the residual norm(max(0, p - q)).
 int32_t Generator::verify_sample(int64_t j, std::optional<StopReason>& stop) {
-    if (opt_.forced || sampler_->params().temperature <= 0) return pick(row_logits(j), stop);
+    if (opt_.forced || sampler_->params().temperature <= 0 || (opt_.greedy && opt_.greedy()))
+        return pick(row_logits(j), stop);
     const int64_t V = cfg_.n_vocab;
     ban(row_logits(j));
     std::vector<sampling::Candidate> p = sampler_->candidates(row_logits(j));

@@ -122,6 +122,10 @@ struct GenerateOptions {
     // step, and a drafter that keeps missing would make decoding slower than plain
     // (docs/SPECULATIVE.md, "Back-off").
     bool draft_backoff = true;
+    // Asked before each token is sampled: true makes it the argmax of the logits whatever
+    // `sampling` says (DSML-aware sampling: a tool call's structure, chat/tool_tracker.h). It
+    // sees every token reported to on_token before it is asked for the next one.
+    std::function<bool()> greedy = {};
 };
 
 struct GeneratorConfig {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "server/continuation.h"
 #include "sampling/logprobs.h"
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -75,6 +76,7 @@ Generation::Generation(Job& job, const chat::ChatFormat& format, Metrics& metric
       metrics_(metrics),
       popt_{.thinking = job.thinking, .tools = !job.request.tools_json.empty(), .tools_json = job.request.tools_json},
       parser_(format.new_parser(popt_)),
+      tracker_(job.request.tools_json.empty() ? nullptr : format.new_tool_tracker(job.thinking)),
       decoder_(format.tokenizer()),
       stops_(job.request.stop) {}
 
@@ -120,6 +122,7 @@ void Generation::begin(const Usage& usage, double prefill_seconds) {
     out_.clear();
     // A forced tool choice: the reply's opening is already in the prompt; the parser and the
     // final text see it as if it had been generated.
+    if (tracker_) tracker_->feed(job_.reply_prefix);
     deliver(job_.reply_prefix);
     gen_start_ = clock_type::now();
 }
@@ -139,7 +142,10 @@ bool Generation::token(int32_t id, std::span<const float> logits) {
     // A token counts as reasoning while the parser has not seen </think> before it.
     const bool reasoning = job_.thinking && parser_->content_start() < 0;
     if (reasoning) ++reasoning_;
-    deliver(stops_.feed(decoder_.push(id)));
+    ids_.push_back(id);
+    const std::string piece = decoder_.push(id);
+    if (tracker_) tracker_->feed(piece);
+    deliver(stops_.feed(piece));
     if (job_.request.logprobs >= 0 && !reasoning && !logits.empty()) report_logprobs(id, logits);
     return !stops_.hit() && !parser_->block_closed();
 }
@@ -152,6 +158,23 @@ void Generation::report_logprobs(int32_t id, std::span<const float> logits) {
     job_.writer->logprobs(t, out_);
     job_.channel->push(std::move(out_));
     out_.clear();
+}
+
+// A finished reply for later requests (server/continuation.h): a Responses reply under its id
+// (unless `store: false`), a Responses or Anthropic reply that called tools under each call id.
+void Generation::remember_turn(const FinishInfo& f) {
+    const Request& r = job_.request;
+    const std::string id = r.api == Api::Responses && r.store ? job_.writer->response_id() : std::string();
+    const bool calls = f.reason == Finish::ToolCalls && (r.api == Api::Responses || r.api == Api::Messages);
+    if (id.empty() && !calls) return;
+    std::vector<int32_t> tokens = job_.prompt;
+    tokens.insert(tokens.end(), ids_.begin(), ids_.end());
+    const std::vector<std::string> call_ids = job_.writer->tool_ids();
+    const std::shared_ptr<const StoredTurn> turn =
+        finished_turn(r, f.parsed, call_ids, std::move(tokens), job_.rendered.text + format_.tokenizer().decode(ids_));
+    if (!id.empty()) job_.responses->put("resp:" + id, turn);
+    if (calls)
+        for (const auto& c : call_ids) job_.responses->put("call:" + c, turn);
 }
 
 void Generation::finish(engine::StopReason reason) {
@@ -186,6 +209,7 @@ void Generation::finish(engine::StopReason reason) {
     }
     if (f.reason == Finish::ToolCalls && job_.tool_memory)
         remember_tool_block(*job_.tool_memory, *job_.writer, *parser_, text_);
+    if (job_.responses && f.reason != Finish::Error) remember_turn(f);
     metrics_.generated_tokens += uint64_t(emitted_);
     metrics_.decode_us += micros(gen_seconds);
     if (gen_seconds > 0) metrics_.last_decode_tps_milli = int64_t(1000.0 * double(emitted_) / gen_seconds);

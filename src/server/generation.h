@@ -61,9 +61,13 @@ public:
     bool started() const { return started_; }
     // Inside a tool-call block (no continued checkpoint is taken there).
     bool in_tool_block() const { return parser_->block_started() && !parser_->block_closed(); }
+    // The next token is tool-call structure: DSML-aware sampling takes the argmax
+    // (chat/tool_tracker.h; only when the request has tools).
+    bool structural() const { return tracker_ && tracker_->structural(); }
 
 private:
     void report_logprobs(int32_t id, std::span<const float> logits);
+    void remember_turn(const FinishInfo& f);
     void deliver(const std::string& piece);
 
     Job& job_;
@@ -71,6 +75,8 @@ private:
     Metrics& metrics_;
     chat::OutputParserOptions popt_;
     std::unique_ptr<chat::StreamParser> parser_;
+    std::unique_ptr<chat::ToolTracker> tracker_;  // null: no tools
+    std::vector<int32_t> ids_;                     // every sampled id (the live session's reply)
     tokenizer::StreamDecoder decoder_;
     StopScanner stops_;
     Usage usage_;

@@ -8,6 +8,7 @@
 #include "chat/format.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "server/continuation.h"
 #include "server/ids.h"
 #include "tokenizer/tokenizer.h"
 
@@ -115,6 +116,8 @@ HttpServer::HttpServer(model::Model& model, const tokenizer::Tokenizer& tok, Ser
             options_.tool_memory_max_ids);
     }
     scheduler_.set_tool_memory(tool_memory_.get());
+    if (options_.response_store_max > 0)
+        responses_ = std::make_unique<ResponseStore>(options_.response_store_max, options_.response_store_bytes);
     ListenerOptions lo;
     lo.trace = trace_.get();
     lo.host = options_.host;
@@ -343,7 +346,8 @@ void HttpServer::on_thread(const HttpRequest& req, HttpExchange& ex) {
 // would render, in tokens; nothing is queued.
 void HttpServer::count_tokens(const HttpRequest& req, HttpExchange& ex) {
     try {
-        const Request r = parse_request(Api::Messages, req.body);
+        Request r = parse_request(Api::Messages, req.body);
+        expand_continuation(r, responses_.get());  // tool results alone count their conversation
         const chat::ThinkingMode mode = format_->effective_thinking(r.thinking, ctx_);
         std::string opening;
         const auto prompt = render_request(*format_, r, mode, render_options(mode, r), opening);
@@ -368,6 +372,49 @@ HttpResponse HttpServer::prompt_too_long(Api api, const std::string& path, int64
     return res;
 }
 
+// The job of a generation request, or the error to answer: the request parsed (and expanded
+// when it continues an earlier reply, server/continuation.h), rendered, tokenized and checked.
+std::optional<HttpResponse> HttpServer::prepare(Api api, const HttpRequest& req, Job& job) {
+    std::shared_ptr<const StoredTurn> continued;  // the earlier reply this request continues
+    try {
+        job.request = parse_request(api, req.body);
+        continued = expand_continuation(job.request, responses_.get());
+    } catch (const RequestError& e) {
+        return error(req.path, e.status, e.what(), e.param, e.code);
+    }
+    // The affinity header names the session before any body field (docs/SERVER.md).
+    if (const std::string& h = req.header("x-ds4-session"); !h.empty()) {
+        job.request.session = session_key(h);
+        job.request.session_source = "header";
+    }
+    if (!job.request.session.empty()) ++metrics_.session_requests;
+    apply_sampling_defaults(job.request, format_->sampling_defaults());
+    const Request& r = job.request;
+    const int64_t ctx = ctx_;
+    const chat::ThinkingMode mode = format_->effective_thinking(r.thinking, ctx);
+    try {
+        restore_tool_blocks(r);
+        job.rendered = render_request(*format_, r, mode, render_options(mode, r), job.reply_prefix);
+        job.prompt = continue_tokens(*format_, job.rendered, continued.get());
+    } catch (const Error& e) {
+        return error(req.path, 400, std::string("invalid request: ") + e.what());
+    }
+    const int64_t n = int64_t(job.prompt.size());
+    if (n >= ctx) return prompt_too_long(api, req.path, n, ctx);
+    job.thinking = mode != chat::ThinkingMode::Off;
+    // Without a client seed every request must sample differently (§4.4).
+    if (!r.seed_given) job.request.sampling.seed = fresh_seed();
+    job.max_tokens = std::min(r.max_tokens.value_or(options_.default_max_tokens), ctx - n);
+    if (forced_) job.forced = forced_->next();
+    job.tool_memory = tool_memory_.get();
+    job.responses = responses_.get();
+    const ResponseMeta meta{.model = r.model.empty() ? listed_models(architecture_)[0] : r.model,
+                            .seq = ++seq_,
+                            .created = int64_t(std::time(nullptr))};
+    job.writer = make_writer(r, meta);
+    return std::nullopt;
+}
+
 void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
     const auto started = Clock::now();
     ++metrics_.requests[int(api)];
@@ -378,45 +425,11 @@ void HttpServer::generate(Api api, const HttpRequest& req, HttpExchange& ex) {
         ~InFlight() { --n; }
     } in_flight(metrics_.in_flight);
     auto job = std::make_unique<Job>();
-    try {
-        job->request = parse_request(api, req.body);
-    } catch (const RequestError& e) {
-        ex.send(error(req.path, e.status, e.what(), e.param, e.code));
+    if (auto refused = prepare(api, req, *job)) {
+        ex.send(*refused);
         return;
     }
-    // The affinity header names the session before any body field (docs/SERVER.md).
-    if (const std::string& h = req.header("x-ds4-session"); !h.empty()) {
-        job->request.session = session_key(h);
-        job->request.session_source = "header";
-    }
-    if (!job->request.session.empty()) ++metrics_.session_requests;
-    apply_sampling_defaults(job->request, format_->sampling_defaults());
     const Request& r = job->request;
-    const int64_t ctx = ctx_;
-    const chat::ThinkingMode mode = format_->effective_thinking(r.thinking, ctx);
-    try {
-        restore_tool_blocks(r);
-        job->rendered = render_request(*format_, r, mode, render_options(mode, r), job->reply_prefix);
-        job->prompt = format_->tokenize(job->rendered);
-    } catch (const Error& e) {
-        ex.send(error(req.path, 400, std::string("invalid request: ") + e.what()));
-        return;
-    }
-    const int64_t n = int64_t(job->prompt.size());
-    if (n >= ctx) {
-        ex.send(prompt_too_long(api, req.path, n, ctx));
-        return;
-    }
-    job->thinking = mode != chat::ThinkingMode::Off;
-    // Without a client seed every request must sample differently (§4.4).
-    if (!r.seed_given) job->request.sampling.seed = fresh_seed();
-    job->max_tokens = std::min(r.max_tokens.value_or(options_.default_max_tokens), ctx - n);
-    if (forced_) job->forced = forced_->next();
-    job->tool_memory = tool_memory_.get();
-    const ResponseMeta meta{.model = r.model.empty() ? listed_models(architecture_)[0] : r.model,
-                            .seq = ++seq_,
-                            .created = int64_t(std::time(nullptr))};
-    job->writer = make_writer(r, meta);
     auto channel = std::make_shared<Channel>();
     job->channel = channel;
     const bool stream = r.stream;

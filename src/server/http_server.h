@@ -21,6 +21,7 @@
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/request.h"
+#include "server/response_store.h"
 #include "server/scheduler.h"
 #include "server/tool_memory.h"
 
@@ -51,6 +52,10 @@ struct ServerOptions {
     double drain_timeout_s = 0;              // --drain-timeout: how long SIGTERM lets requests finish
     bool exact_tool_replay = true;           // off: --disable-exact-dsml-tool-replay
     size_t tool_memory_max_ids = 100000;     // --tool-memory-max-ids
+    // --response-store N / --response-store-mb M: replies kept for previous_response_id and
+    // live continuations (server/response_store.h); 0 entries: none.
+    size_t response_store_max = ResponseStore::kDefaultMaxTurns;
+    size_t response_store_bytes = ResponseStore::kDefaultMaxBytes;
 };
 
 class HttpServer {
@@ -86,6 +91,7 @@ private:
     std::optional<HttpResponse> on_request(const HttpRequest& req);
     void on_thread(const HttpRequest& req, HttpExchange& ex);
     void generate(Api api, const HttpRequest& req, HttpExchange& ex);
+    std::optional<HttpResponse> prepare(Api api, const HttpRequest& req, Job& job);
     void count_tokens(const HttpRequest& req, HttpExchange& ex);
     void restore_tool_blocks(const Request& r);
     // 400 for a prompt of n tokens that does not fit the context, in the API's error shape.
@@ -104,6 +110,7 @@ private:
     std::unique_ptr<Trace> trace_;
     std::unique_ptr<ForcedOutputs> forced_;
     std::unique_ptr<ToolMemory> tool_memory_;  // null: exact tool replay is off
+    std::unique_ptr<ResponseStore> responses_;  // null: --response-store 0
     Metrics metrics_;
     Scheduler scheduler_;
     std::unique_ptr<HttpListener> listener_;

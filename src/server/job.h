@@ -11,6 +11,7 @@
 #include "chat/conversation.h"
 #include "server/channel.h"
 #include "server/request.h"
+#include "server/response_store.h"
 #include "server/tool_memory.h"
 #include "server/writer.h"
 
@@ -29,6 +30,9 @@ struct Job {
     // Exact tool replay (null: off): run_job remembers each tool call id of the reply with
     // the DSML text it sampled (ToolMemory; outlives the job).
     ToolMemory* tool_memory = nullptr;
+    // Replies kept for previous_response_id and live continuations (null: none; outlives the
+    // job): run_job stores the finished turn under its response id and call ids.
+    ResponseStore* responses = nullptr;
     std::optional<std::vector<int32_t>> forced;  // test hook: emit these ids
     std::unique_ptr<ApiWriter> writer;
     std::shared_ptr<Channel> channel;

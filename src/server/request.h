@@ -116,6 +116,10 @@ struct Request {
     // most kMaxSessionBytes. Empty: none given.
     std::string session;
     const char* session_source = "";  // "header", "user", "prompt_cache_key", ...
+    // responses: the stored response this one continues (server/continuation.h), and whether
+    // this response may be stored for a later previous_response_id (`store`, default true).
+    std::string previous_response_id;
+    bool store = true;
 };
 
 inline constexpr size_t kMaxSessionBytes = 128;

@@ -191,12 +191,14 @@ void apply_tool_choice(Request& r, const ojson& j) {
     }
 }
 
-// Thinking controls of §4.4. Returns true when an explicit field decided the mode.
+// Thinking controls of §4.4. Returns true when an explicit field decided the mode. `minimal`
+// is the least reasoning a client can ask for on the models that lack `none` (Codex's lowest
+// model_reasoning_effort on GPT-5: "to minimize reasoning, choose minimal"); V4 has only on
+// and off, so it means off (upstream thinks at high effort for it).
 bool apply_effort(Request& r, const std::string& effort, const char* key) {
-    if (effort == "none") r.thinking = chat::ThinkingMode::Off;
+    if (effort == "none" || effort == "minimal") r.thinking = chat::ThinkingMode::Off;
     else if (effort == "max") r.thinking = chat::ThinkingMode::Max;
-    else if (effort == "xhigh" || effort == "high" || effort == "medium" || effort == "low" ||
-             effort == "minimal")
+    else if (effort == "xhigh" || effort == "high" || effort == "medium" || effort == "low")
         r.thinking = chat::ThinkingMode::High;
     else
         bad(fmt::format("invalid JSON request: unknown {} '{}'", key, effort), key);

@@ -4,8 +4,9 @@
 namespace ds4::server::detail {
 
 void parse_responses(Request& r, const ojson& j) {
-    for (const char* k : {"previous_response_id", "conversation"})
-        if (field(j, k)) bad(fmt::format("{} is not supported; replay full input instead", k), k);
+    if (field(j, "conversation")) bad("conversation is not supported; use previous_response_id or replay the full input", "conversation");
+    r.previous_response_id = get_string(j, "previous_response_id");
+    r.store = get_bool(j, "store").value_or(true);
     const std::string instructions = get_string(j, "instructions");
     if (!instructions.empty()) r.messages.push_back(message(chat::Role::System, instructions));
     const ojson* input = field(j, "input");

@@ -181,7 +181,8 @@ void Scheduler::start(Slot& s) {
                   .max_tokens = job.max_tokens,
                   .cancel = &job.channel->cancel,
                   .forced = job.forced ? &*job.forced : nullptr,
-                  .max_draft = s.drafter ? opt_.max_draft : 0});
+                  .max_draft = s.drafter ? opt_.max_draft : 0,
+                  .greedy = [out = s.out.get()] { return out->structural(); }});
     const int64_t n = int64_t(job.prompt.size());
     s.usage = Usage{.prompt = n, .cached = kept, .written = n - kept};
     s.last_prompt = n;

@@ -69,6 +69,8 @@ public:
     virtual void error_event(const std::string& message, std::string& out) = 0;
     // The ids given to the reply's tool calls so far, in call order (for the tool memory).
     virtual std::vector<std::string> tool_ids() const { return {}; }
+    // The response's id when the API names it for later requests (Responses: resp_...).
+    virtual std::string response_id() const { return {}; }
 };
 
 std::unique_ptr<ApiWriter> make_writer(const Request& req, const ResponseMeta& meta);

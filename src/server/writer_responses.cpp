@@ -17,7 +17,7 @@ class ResponsesWriter : public ApiWriter {
 public:
     ResponsesWriter(const Request& req, const ResponseMeta& meta)
         : stream_(req.stream), summary_(req.reasoning_summary), meta_(meta), tools_(req.tools),
-          id_(responses_id("resp_")) {
+          id_(responses_id("resp_")), previous_(req.previous_response_id), store_(req.store) {
         using M = ToolChoice::Mode;
         const auto& c = req.tool_choice;
         tool_choice_ = c.mode == M::None       ? ojson("none")
@@ -94,6 +94,7 @@ public:
     }
 
     std::vector<std::string> tool_ids() const override { return ids_; }
+    std::string response_id() const override { return id_; }
 
     void error_event(const std::string& message, std::string& out) override {
         ojson r = response("failed");
@@ -116,7 +117,8 @@ private:
     ojson response(const char* status) const {
         return {{"id", id_}, {"object", "response"}, {"created_at", meta_.created}, {"status", status},
                 {"model", meta_.model}, {"output", ojson::array()}, {"parallel_tool_calls", true},
-                {"tool_choice", tool_choice_}, {"tools", ojson::array()}};
+                {"tool_choice", tool_choice_}, {"tools", ojson::array()},
+                {"previous_response_id", previous_.empty() ? ojson(nullptr) : ojson(previous_)}, {"store", store_}};
     }
     const ToolName* tool(const std::string& name) const {
         for (const auto& t : tools_)
@@ -232,6 +234,8 @@ private:
     ResponseMeta meta_;
     std::vector<ToolName> tools_;
     std::string id_;
+    std::string previous_;  // the request's previous_response_id (echoed)
+    bool store_;            // the request's store (echoed)
     ojson tool_choice_;
     std::vector<std::string> ids_;
     int64_t seq_ = 0;

@@ -451,8 +451,9 @@ TEST(ServerErrors, StatusCodesAndShapes) {
     openai_error(post(u + "/v1/chat/completions", {{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}), 400, "role");
     openai_error(post(u + "/v1/completions", json::object()), 400, "missing prompt");
     openai_error(post(u + "/v1/responses", json::object()), 400, "missing input");
+    // previous_response_id is served since issue 36; one the server never stored is 400.
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_1"}}), 400,
-                 "previous_response_id is not supported");
+                 "Previous response with id 'resp_1' not found");
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"conversation", "c"}}), 400, "conversation is not supported");
     openai_error(post(u + "/v1/responses", {{"input", "x"}, {"tool_choice", "sometimes"}}), 400,
                  "tool_choice=sometimes not supported");

@@ -56,6 +56,15 @@ TEST(ServerRequest, ThinkingControlsAndModelAliases) {
     EXPECT_EQ(listed_models("deepseek4"), (std::vector<std::string>{"deepseek-v4-flash", "deepseek-v4-pro"}));
     EXPECT_EQ(parse(Api::Messages, chat_body({{"output_config", {{"effort", "max"}}}})).thinking, ThinkingMode::Max);
     EXPECT_EQ(parse(Api::Responses, {{"input", "x"}, {"reasoning", {{"effort", "none"}}}}).thinking, ThinkingMode::Off);
+    // Codex's lowest effort (model_reasoning_effort = "minimal") means no thinking; the others think.
+    EXPECT_EQ(parse(Api::Responses, {{"input", "x"}, {"reasoning", {{"effort", "minimal"}}}}).thinking, ThinkingMode::Off);
+    EXPECT_EQ(parse(Api::Chat, chat_body({{"reasoning_effort", "minimal"}})).thinking, ThinkingMode::Off);
+    EXPECT_EQ(parse(Api::Responses, {{"input", "x"}, {"reasoning", {{"effort", "xhigh"}}}}).thinking, ThinkingMode::High);
+    // previous_response_id and store are read (expanded by server/continuation.h).
+    const Request pr = parse(Api::Responses, {{"input", "x"}, {"previous_response_id", "resp_1"}, {"store", false}});
+    EXPECT_EQ(pr.previous_response_id, "resp_1");
+    EXPECT_FALSE(pr.store);
+    EXPECT_TRUE(parse(Api::Responses, {{"input", "x"}}).store);
     EXPECT_THROW(parse(Api::Chat, chat_body({{"reasoning_effort", "extreme"}})), RequestError);
 }
 

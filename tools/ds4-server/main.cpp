@@ -230,6 +230,15 @@ int main(int argc, char** argv) {
                  "Render tool calls from history in the canonical DSML form, not as the model "
                  "sampled them (the session is then re-evaluated from the first difference)")
         ->group("HTTP API");
+    app.add_option("--response-store", o.server.response_store_max,
+                   "Replies kept for Responses previous_response_id and for live continuations "
+                   "(tool results sent without their history), least recently used out "
+                   "(default 1000; 0: none)")
+        ->check(CLI::Range(size_t(0), size_t(1) << 32))->option_text("N")->group("HTTP API");
+    app.add_option_function<size_t>(
+           "--response-store-mb", [&o](size_t mb) { o.server.response_store_bytes = mb << 20; },
+           "Memory for those replies in MiB (default 256)")
+        ->check(CLI::Range(size_t(1), size_t(1) << 20))->option_text("N")->group("HTTP API");
     auto& kv = o.server.scheduler.kv;
     app.add_option("--kv-disk-dir", kv.dir,
                    "Disk KV cache: checkpoints of conversations under DIR (created if missing), in "
