@@ -23,8 +23,9 @@
 // as u = 43 + w, unsigned: the step's vgf2p8affineqb gives 43 + m and a masked subtract from
 // 86 the negatives, so vpdpbusd reads the activation as its signed memory operand and one
 // instruction per step and row remains; 43 x the activation's lane sums, made once per call,
-// are taken off the integers. Per step 4 instructions instead of 5 for one row (the sign was
-// put on the activation), and each further row adds 8 vpdpbusd and a few per pair.
+// are taken off the integers. Per step 4 instructions for one row instead of the 5 of the
+// form before it (the sign put on the activation: load, masked subtract, vpdpbusd), and each
+// further row adds 8 vpdpbusd and a few per pair.
 // The point codes are derived from the codebook (iq2_xxs_grid.h) at start-up, not stored.
 //
 // Everything after the target pragma is compiled for AVX512-VBMI and GFNI and has internal
@@ -214,12 +215,13 @@ struct alignas(64) FewActPair {
     float d[16];
 };
 
-// The few-row path: per pair, the codes, signs and values are made once and applied to T
-// activation rows in registers, one vpdpbusd per step and row. Per row the integers are the
-// one-row pair()'s (sum (43 + w) a - 43 sum a = sum w a, exactly), and so are its float
-// operations: L = isum * (2l+1), then fma(float(L), d_a * d_w, acc) (the product of the two
-// d's is the same single rounding either way round): every row gets dot_iq2_xxs_q8_k_vbmi's
-// bits. A missing second block reads as zeros and its activation half is zero: sums 0.
+// One pair of blocks against T activation rows (T = 1: decode and the one-row dot): the codes,
+// signs and values are made once and applied to every row in registers, one vpdpbusd per step
+// and row. Per row the integers are the pair lanes' of iq2_xxs_step_avx512.h (sum (43 + w) a
+// - 43 sum a = sum w a, exactly), and so are the float operations: L = isum * (2l+1), then
+// fma(float(L), d_a * d_w, acc) (the product of the two d's is the same single rounding either
+// way round), so every row gets the lookup decoder's bits. A missing second block reads as
+// zeros and its activation half is zero: sums 0.
 template <bool kSecond, int T>
 [[gnu::always_inline]] inline void few_pair(const PairDecoder& dec, const BlockIQ2_XXS* x,
                                             const FewActPair* a, __m512* acc) {
