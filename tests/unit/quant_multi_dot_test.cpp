@@ -203,6 +203,48 @@ TEST(MultiDot, Iq2xxsLookupAndVbmiPathsAgree) {
     }
 }
 
+// On AVX512-VBMI CPUs the IQ2_XXS kernels run one activation (decode, and the one-row dot)
+// and 2-5 activations (verification steps, experts chosen by a few rows) by the few-row path:
+// each pair of blocks decoded in registers as 43 + w and applied to every row, the activation
+// as vpdpbusd's signed operand, 43 x its lane sums taken off after. Every row must get the bits
+// of the lookup decoder's path (independent code), for every row count of the path and the
+// first beyond it, odd block counts, rows past the prefetch distance, and activations at
+// +-127 (the largest products, and 43 x the largest lane sums).
+TEST(MultiDot, Iq2xxsFewRowsEqualTheLookupPath) {
+    if (!isa_supported(Isa::Avx512Vnni) || !iq2xxs_vbmi_active()) GTEST_SKIP() << "no AVX512-VBMI";
+    const TensorType t = TensorType::IQ2_XXS;
+    std::mt19937 rng(34);
+    for (const int64_t n : {256, 768, 4096})
+        for (const int64_t rows : {1, 3, 29}) {
+            const auto W = random_weights(t, rows, n, rng);
+            const size_t rb = row_bytes(t, n), ab = row_bytes(TensorType::Q8_K, n);
+            for (int64_t n_act = 1; n_act <= 6; ++n_act) {
+                std::normal_distribution<float> g(0.f, 1.f);
+                std::vector<float> x(static_cast<size_t>(n));
+                std::vector<uint8_t> A(ab * size_t(n_act));
+                std::vector<const void*> act(static_cast<size_t>(n_act));
+                for (int64_t a = 0; a < n_act; ++a) {
+                    for (size_t i = 0; i < x.size(); ++i) x[i] = a == 1 ? (i % 3 ? 1.f : -1.f) : g(rng);
+                    quantize_activation(TensorType::Q8_K, x.data(), A.data() + size_t(a) * ab, n);
+                    act[size_t(a)] = A.data() + size_t(a) * ab;
+                }
+                auto run = [&](bool vbmi) {
+                    iq2xxs_allow_vbmi(vbmi);
+                    std::vector<float> Y(size_t(rows * n_act), -1.f);
+                    std::vector<float*> y(static_cast<size_t>(n_act));
+                    for (int64_t a = 0; a < n_act; ++a) y[size_t(a)] = Y.data() + a * rows;
+                    multi_dot_kernel(t, Isa::Avx512Vnni)(n, W.data(), rb, rows, act.data(), n_act, y.data());
+                    iq2xxs_allow_vbmi(true);
+                    return Y;
+                };
+                const auto lookup = run(false), few = run(true);
+                for (size_t i = 0; i < few.size(); ++i)
+                    ASSERT_EQ(std::bit_cast<uint32_t>(few[i]), std::bit_cast<uint32_t>(lookup[i]))
+                        << "n=" << n << " rows=" << rows << " acts=" << n_act << " value " << i;
+            }
+        }
+}
+
 // The AVX-512 Q8_0 kernel runs 2-8 activation rows (verification steps, a few sequences) by
 // its few-row path: each weight chunk transposed in registers and applied to every row. Its
 // results equal the scalar reference (q8_0.h's arithmetic) bit for bit, for every row count of

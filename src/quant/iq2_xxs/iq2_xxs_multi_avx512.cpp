@@ -1,6 +1,8 @@
 // Multi-row IQ2_XXS x Q8_K dots, AVX-512 VNNI, in the pair lanes of iq2_xxs_step_avx512.h: the
 // lanes, and so the bits, of dot_iq2_xxs_q8_k_avx512. One activation (decode): it is reordered
-// once and every row runs the one-row loop. Several: each weight row is decoded once into pairs
+// once and every row runs the one-row loop. 2-5 on AVX512-VBMI CPUs: the few-row path
+// (iq2_xxs_vbmi.h), each pair of blocks decoded in registers for all of them. More, or without
+// VBMI: each weight row is decoded once into pairs
 // of blocks (into L1, iq2xxs_decode_row) for all the activation rows, which are reordered and
 // packed once into pair lanes, in tiles of up to 8, as a + 128 for vpdpbusd.
 #include "quant/x86_simd.h"  // first: see there
@@ -37,6 +39,8 @@ void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t row
         iq2xxs_rows_ordered(lookup, nb, base, w_stride, rows, ordered.data(), y[0]);
         return;
     }
+    if (vbmi && n_act <= kIq2xxsFewRowsMax)
+        return iq2xxs_few_rows_vbmi(nb, W, w_stride, rows, act, int(n_act), y);
     // Every activation row reordered and packed once, tile by tile: tile i's codes at
     // codes + i * tile_bytes, [np * 8 registers][m rows][64 bytes]; its lane scales at
     // ad + i * tile_floats, [np][m rows][16].

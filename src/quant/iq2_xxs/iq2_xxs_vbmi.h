@@ -24,6 +24,15 @@ float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act);
 // the multi-row kernel's path for a single activation (the activation is reordered once).
 void iq2xxs_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows, const void* act,
                       float* y);
+// The few-row path (2 <= n_act <= kIq2xxsFewRowsMax activations: verification steps, routed
+// experts chosen by a few rows): each weight row streams once and each pair of blocks is
+// decoded once, in registers, for every activation: y[t][r] = the one-row dot, bit for bit.
+// Past 5 rows the vpdpbusd per step and row bound it as much as the tiles of the multi-row
+// kernel (in L2, one thread: a call of 2 / 3 / 4 / 5 rows costs 1.26 / 1.51 / 1.74 / 2.00x
+// a one-row call, against 2.07 / 2.49 / 2.27 / 2.59x through the tiles; 6 and 8 rows even).
+inline constexpr int kIq2xxsFewRowsMax = 5;
+void iq2xxs_few_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows, const void* const* act,
+                          int n_act, float* const* y);
 // For the multi-row kernel: one weight row of nb blocks decoded into pairs (signed values in
 // the order below), and the activation packing in that order (register s of a pair holds value
 // s of every point): row t of a tile of m rows, as unsigned a + 128 at

@@ -19,6 +19,13 @@
 // masks by vpshufbitqmb, the half-group lanes added into pair lanes) needed 22, and the
 // decode-time kernel went from 11.1-11.5 to 13.3-13.9 GB/s per thread on the 4-layer Flash
 // file (in-process A/B), from 3.2x to 4.0x ggml's speed in cache (matvec_bench).
+// One to five activations (decode, the one-row dot, few-row calls; few_pair) take each value
+// as u = 43 + w, unsigned: the step's vgf2p8affineqb gives 43 + m and a masked subtract from
+// 86 the negatives, so vpdpbusd reads the activation as its signed memory operand and one
+// instruction per step and row remains; 43 x the activation's lane sums, made once per call,
+// are taken off the integers. Per step 4 instructions for one row instead of the 5 of the
+// form before it (the sign put on the activation: load, masked subtract, vpdpbusd), and each
+// further row adds 8 vpdpbusd and a few per pair.
 // The point codes are derived from the codebook (iq2_xxs_grid.h) at start-up, not stored.
 //
 // Everything after the target pragma is compiled for AVX512-VBMI and GFNI and has internal
@@ -164,32 +171,6 @@ struct PairDecoder {
         return _mm512_or_si512(_mm512_srli_epi32(p.aux, 27), _mm512_set1_epi32(1));
     }
 
-    // Blocks x[0] and, if kSecond, x[1] against one activation pair; adds to acc.
-    template <bool kSecond>
-    [[gnu::always_inline]] __m512 pair(const BlockIQ2_XXS* x, const ActPair& a, __m512 acc) const {
-        const __m512i zero = _mm512_setzero_si512();
-        const Planes p = planes<kSecond>(x);
-        __m512i isum = zero;
-        for (int s = 0; s < 8; ++s) {
-            const __m512i q = _mm512_load_si512(a.q[s]);
-            isum = _mm512_dpbusd_epi32(isum, magnitudes(p, s), _mm512_mask_sub_epi8(q, negative(p, s), zero, q));
-        }
-        const __m512i scales = PairDecoder::scales(p);
-        const __m512i L = _mm512_mullo_epi32(isum, scales);
-        const float d0 = a.d[0] * f16c_to_f32(x[0].d);
-        const float d1 = kSecond ? a.d[1] * f16c_to_f32(x[1].d) : 0.0f;
-        const __m512 dv = _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(d0), _mm512_set1_ps(d1));
-        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), dv, acc);
-    }
-
-    float row(int64_t nb, const BlockIQ2_XXS* x, const ActPair* a) const {
-        __m512 acc = _mm512_setzero_ps();
-        int64_t b = 0;
-        for (; b + 1 < nb; b += 2) acc = pair<true>(x + b, a[b / 2], acc);
-        if (b < nb) acc = pair<false>(x + b, a[b / 2], acc);
-        return 0.125f * _mm512_reduce_add_ps(acc);
-    }
-
     // For the multi-row kernel: the pair's signed values (step s in w[s], a missing block's
     // half zero), its lanes' 2l+1, -128 * weight sum and d (iq2_xxs_step_avx512.h).
     template <bool kSecond>
@@ -211,6 +192,83 @@ struct PairDecoder {
                                                   _mm512_set1_ps(d1)));
     }
 };
+
+// The few-row form of a value: u = 43 + w in [0, 86] (w = +-8, 25 or 43), unsigned, so that
+// vpdpbusd takes the activation a as its signed, memory operand, and the sum over a lane is
+// sum u a = sum w a + 43 sum a, where 43 sum a depends on the activation alone (made once per
+// call). The magnitudes 43 + m come from one vgf2p8affineqb per step, as m does in
+// magnitudes() (any map of the three codes is affine), and the negatives as 86 - (43 + m).
+constexpr uint64_t code_matrix(int j, uint8_t from_b0, uint8_t from_b1) {
+    uint64_t m = 0;
+    for (int i = 0; i < 8; ++i)
+        m |= uint64_t(((from_b0 >> i) & 1) | (((from_b1 >> i) & 1) << 1)) << (8 * (7 - i) + 2 * j);
+    return m;
+}
+static_assert(code_matrix(3, 8 ^ 25, 8 ^ 43) == magnitude_matrix(3));
+constexpr uint8_t kBiased0 = 43 + 8, kBiasedB0 = (43 + 8) ^ (43 + 25), kBiasedB1 = (43 + 8) ^ (43 + 43);
+
+// One activation pair for the few-row path: the ActPair codes, 43 x each lane's code sum,
+// and the d of every lane's block.
+struct alignas(64) FewActPair {
+    int8_t q[8][64];
+    int32_t bias[16];
+    float d[16];
+};
+
+// One pair of blocks against T activation rows (T = 1: decode and the one-row dot): the codes,
+// signs and values are made once and applied to every row in registers, one vpdpbusd per step
+// and row. Per row the integers are the pair lanes' of iq2_xxs_step_avx512.h (sum (43 + w) a
+// - 43 sum a = sum w a, exactly), and so are the float operations: L = isum * (2l+1), then
+// fma(float(L), d_a * d_w, acc) (the product of the two d's is the same single rounding either
+// way round), so every row gets the lookup decoder's bits. A missing second block reads as
+// zeros and its activation half is zero: sums 0.
+template <bool kSecond, int T>
+[[gnu::always_inline]] inline void few_pair(const PairDecoder& dec, const BlockIQ2_XXS* x,
+                                            const FewActPair* a, __m512* acc) {
+    const __m512i c86 = _mm512_set1_epi8(86);
+    const PairDecoder::Planes p = dec.planes<kSecond>(x);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+        const __m512i pos = _mm512_gf2p8affine_epi64_epi8(
+            p.plane[s / 4], _mm512_set1_epi64(int64_t(code_matrix(s % 4, kBiasedB0, kBiasedB1))), kBiased0);
+        const __m512i u = _mm512_mask_sub_epi8(pos, dec.negative(p, s), c86, pos);
+        for (int t = 0; t < T; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], u, _mm512_load_si512(a[t].q[s]));
+    }
+    const __m512i scales = PairDecoder::scales(p);
+    const __m512 dw = _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(f16c_to_f32(x[0].d)),
+                                           _mm512_set1_ps(kSecond ? f16c_to_f32(x[1].d) : 0.0f));
+    for (int t = 0; t < T; ++t) {
+        const __m512i L = _mm512_mullo_epi32(_mm512_sub_epi32(isum[t], _mm512_load_si512(a[t].bias)), scales);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), _mm512_mul_ps(_mm512_load_ps(a[t].d), dw), acc[t]);
+    }
+}
+
+// One weight row against T packed activations ([pair][T]): out[t] = the row's dot with row t.
+template <int T>
+[[gnu::always_inline]] inline void few_row(const PairDecoder& dec, int64_t nb, const BlockIQ2_XXS* x,
+                                           const FewActPair* a, float* out) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) few_pair<true, T>(dec, x + b, a + (b / 2) * T, acc);
+    if (b < nb) few_pair<false, T>(dec, x + b, a + (b / 2) * T, acc);
+    for (int t = 0; t < T; ++t) out[t] = 0.125f * _mm512_reduce_add_ps(acc[t]);
+}
+
+// Every weight row against T packed activations, each row streamed once with prefetch.
+template <int T>
+void few_rows(const PairDecoder& dec, int64_t nb, const uint8_t* W, size_t w_stride, int64_t rows,
+              const FewActPair* a, float* const* y) {
+    StreamAhead ahead(W, W + size_t(rows - 1) * w_stride + size_t(nb) * sizeof(BlockIQ2_XXS));
+    float out[T];
+    for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = W + size_t(r) * w_stride;
+        ahead.at(row);
+        few_row<T>(dec, nb, reinterpret_cast<const BlockIQ2_XXS*>(row), a, out);
+        for (int t = 0; t < T; ++t) y[t][r] = out[t];
+    }
+}
 
 const PairDecoder& pair_decoder() {
     static const PairDecoder d;
@@ -259,25 +317,52 @@ std::vector<ActPair>& ordered_pairs(int64_t nb, const void* act) {
     order_pairs(nb, static_cast<const BlockQ8_K*>(act), ordered.data());
     return ordered;
 }
+
+// n_act activations packed for few_row ([pair][n_act]), in a buffer of the calling thread.
+const FewActPair* pack_few(int64_t nb, const void* const* act, int n_act) {
+    const int64_t np = (nb + 1) / 2;
+    thread_local std::vector<FewActPair> packed;
+    if (packed.size() < size_t(np * n_act)) packed.resize(size_t(np * n_act));
+    const __m512i c43 = _mm512_set1_epi8(43);
+    for (int t = 0; t < n_act; ++t) {
+        const auto& a = ordered_pairs(nb, act[t]);
+        for (int64_t p = 0; p < np; ++p) {
+            FewActPair& o = packed[size_t(p * n_act + t)];
+            __m512i sum = _mm512_setzero_si512();
+            for (int s = 0; s < 8; ++s) {
+                const __m512i q = _mm512_load_si512(a[size_t(p)].q[s]);
+                sum = _mm512_dpbusd_epi32(sum, c43, q);
+                _mm512_store_si512(o.q[s], q);
+            }
+            _mm512_store_si512(o.bias, sum);
+            _mm512_store_ps(o.d, _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(a[size_t(p)].d[0]),
+                                                      _mm512_set1_ps(a[size_t(p)].d[1])));
+        }
+    }
+    return packed.data();
+}
 }  // namespace
 
 float dot_iq2_xxs_q8_k_vbmi(int64_t n, const void* w, const void* act) {
     const int64_t nb = n / kQK_K;
-    const auto& a = ordered_pairs(nb, act);
-    return pair_decoder().row(nb, static_cast<const BlockIQ2_XXS*>(w), a.data());
+    float out[1];
+    few_row<1>(pair_decoder(), nb, static_cast<const BlockIQ2_XXS*>(w), pack_few(nb, &act, 1), out);
+    return out[0];
 }
 
 void iq2xxs_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows, const void* act, float* y) {
-    if (rows <= 0) return;
+    if (rows > 0) few_rows<1>(pair_decoder(), nb, static_cast<const uint8_t*>(W), w_stride, rows, pack_few(nb, &act, 1), &y);
+}
+
+void iq2xxs_few_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows, const void* const* act,
+                          int n_act, float* const* y) {
+    if (rows <= 0 || n_act <= 0 || n_act > kIq2xxsFewRowsMax) return;
+    const FewActPair* packed = pack_few(nb, act, n_act);
     const PairDecoder& dec = pair_decoder();
-    const auto& a = ordered_pairs(nb, act);
     const auto* base = static_cast<const uint8_t*>(W);
-    StreamAhead ahead(base, base + size_t(rows - 1) * w_stride + size_t(nb) * sizeof(BlockIQ2_XXS));
-    for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t* row = base + size_t(r) * w_stride;
-        ahead.at(row);
-        y[r] = dec.row(nb, reinterpret_cast<const BlockIQ2_XXS*>(row), a.data());
-    }
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+        ((n_act == I + 1 ? few_rows<I + 1>(dec, nb, base, w_stride, rows, packed, y) : void()), ...);
+    }(std::make_integer_sequence<int, kIq2xxsFewRowsMax>{});
 }
 
 void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedPair* out) {
