@@ -78,6 +78,15 @@ private:
     struct Chunk;
 
     void eval_item(PipelineSequence& ps, const model::BatchItem& it);
+    // Several sequences' rows as one WORK per hop (docs/DISTRIBUTED.md, "Batched calls"), in
+    // groups of at most dist::kMaxBatchItems; false (nothing done) when the route or the items
+    // do not allow it: a hop that does not read batched WORK, a drafter's rows, a sequence to
+    // replay, an item longer than one WORK.
+    bool eval_batched(model::Batch b);
+    // One batched WORK; throws StateMismatch (the items' sequences are then marked for replay)
+    // or ds4::Error.
+    void run_batch(const Route& route, model::Batch b);
+    void put_batch_logits(const Route& route, model::Batch b, const dist::Result& r);
     void replay(PipelineSequence& ps);
     // Runs it.tokens through the route from ps's position, with the logits and the draft
     // outputs `it` asks for; throws StateMismatch when a worker's state for the session
