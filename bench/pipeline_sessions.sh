@@ -44,7 +44,7 @@ for setup in one pipeline; do
     dist=()
     if [ "$setup" = pipeline ]; then
       port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-      timeout "$limit" "$bin/ds4" -m "$model" -t "$threads" --ctx $((ctx + gen + 8)) --role worker \
+      timeout "$limit" "$bin/ds4" -m "$model" -t "$threads" --ctx $((ctx + gen + 64)) --role worker \
         --layers "$((split + 1)):output" --coordinator 127.0.0.1 "$port" --listen 127.0.0.1 0 2>"$work/worker.log" &
       worker_pid=$!
       dist=(--role coordinator --layers "0:$split" --listen 127.0.0.1 "$port")

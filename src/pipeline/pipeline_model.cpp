@@ -44,7 +44,7 @@ public:
         // A new timeline: its own session id, so the workers' state for this one is left alone
         // (the first call on the clone replays its tokens).
         auto c = std::make_unique<PipelineSequence>(owner_, local_->clone(), opt_);
-        c->tokens_ = tokens_;
+        c->tokens_ = tokens_;  // on_route_ stays false: the workers know no such session
         c->hash_ = hash_;
         c->dirty_ = dirty_;
         return c;
@@ -56,6 +56,7 @@ public:
         tokens_ = o->tokens_;
         hash_ = o->hash_;
         dirty_ = o->dirty_;
+        on_route_ = false;  // the workers' state for this session is not the other's
     }
 
     const PipelineModel& owner_;
@@ -65,15 +66,20 @@ public:
     // The local state or the workers' may be ahead of tokens_ (a call failed half-way): the next
     // call replays from position 0.
     bool dirty_ = false;
+    // The workers have held this session's tokens (a WORK of it succeeded, or its state was
+    // pushed); a clone or an assigned sequence has not: a batched WORK would fail its prefix.
+    bool on_route_ = false;
 
     void loaded(const std::vector<int32_t>& t, uint64_t hash) {
         tokens_ = t;
         hash_ = hash;
         dirty_ = false;
+        on_route_ = true;
     }
     void append(std::span<const int32_t> t, uint64_t hash) {
         tokens_.insert(tokens_.end(), t.begin(), t.end());
         hash_ = hash;
+        on_route_ = true;
     }
 };
 
@@ -285,14 +291,21 @@ bool PipelineModel::eval_batched(model::Batch b) {
         return false;  // the one-by-one path says what is missing
     }
     if (!route.batched) return false;
+    // What cannot go in a batched WORK runs alone first: a drafter's rows, an item longer than
+    // one WORK, a sequence to replay or one the workers never held (a clone with history: its
+    // prefix check would fail the whole batch).
+    std::vector<model::BatchItem> together;
     for (const model::BatchItem& it : b) {
-        const auto& ps = *static_cast<const PipelineSequence*>(it.seq);
-        if (ps.dirty_ || it.hidden_want != model::Logits::None || !it.capture.empty() ||
-            (dist_.prefill_chunk > 0 && int64_t(it.tokens.size()) > dist_.prefill_chunk))
-            return false;
+        auto& ps = *static_cast<PipelineSequence*>(it.seq);
+        if (ps.dirty_ || (!ps.on_route_ && ps.pos() > 0) || it.hidden_want != model::Logits::None ||
+            !it.capture.empty() || (dist_.prefill_chunk > 0 && int64_t(it.tokens.size()) > dist_.prefill_chunk))
+            eval_item(ps, it);
+        else
+            together.push_back(it);
     }
-    for (size_t g = 0; g < b.size(); g += dist::kMaxBatchItems) {
-        const model::Batch group = b.subspan(g, std::min<size_t>(dist::kMaxBatchItems, b.size() - g));
+    const model::Batch rest(together);
+    for (size_t g = 0; g < rest.size(); g += dist::kMaxBatchItems) {
+        const model::Batch group = rest.subspan(g, std::min<size_t>(dist::kMaxBatchItems, rest.size() - g));
         if (group.size() == 1) {
             eval_item(*static_cast<PipelineSequence*>(group[0].seq), group[0]);
             continue;

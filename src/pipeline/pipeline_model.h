@@ -79,9 +79,10 @@ private:
 
     void eval_item(PipelineSequence& ps, const model::BatchItem& it);
     // Several sequences' rows as one WORK per hop (docs/DISTRIBUTED.md, "Batched calls"), in
-    // groups of at most dist::kMaxBatchItems; false (nothing done) when the route or the items
-    // do not allow it: a hop that does not read batched WORK, a drafter's rows, a sequence to
-    // replay, an item longer than one WORK.
+    // groups of at most dist::kMaxBatchItems; the items that cannot go in one (a drafter's
+    // rows, an item longer than one WORK, a sequence to replay or one the workers never held)
+    // run alone first. False (nothing done) for a single item or a route with a hop that does
+    // not read batched WORK.
     bool eval_batched(model::Batch b);
     // One batched WORK; throws StateMismatch (the items' sequences are then marked for replay)
     // or ds4::Error.

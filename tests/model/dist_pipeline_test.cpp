@@ -392,13 +392,14 @@ TEST_F(DistPipeline, DraftOutputsComeBackBitForBit) {
 // Batched calls over a pipeline (issue 33): 2, 3 and 4 sequences in one PipelineModel::eval
 // travel as one WORK per hop (the coordinator's --debug line says so) and give every sequence
 // the logits it gets alone in one process, bit for bit: prompts of different lengths (the last
-// row's logits and every row's), one-token decode steps, a rewound sequence, and a clone the
-// workers do not know (a state mismatch: that batch runs its items one by one, replaying the
-// clone). The head on a worker, and on the coordinator with --dist-prefill-chunk 4 (the longer
-// prompts then go one by one, the decode steps batched).
+// row's logits and every row's), one-token decode steps, a rewound sequence, a clone the
+// workers do not know (it runs alone, replaying, the others batched), and sessions the worker
+// dropped (a state mismatch: that batch runs its items one by one, each replaying). The head on
+// a worker, and on the coordinator with --dist-prefill-chunk 4 (the longer prompts then go one
+// by one, the decode steps batched).
 TEST_F(DistPipeline, BatchedCallsEqualOneProcessBitForBit) {
     using model::Logits;
-    const auto ids = test::random_token_ids(120, 512, 14);
+    const auto ids = test::random_token_ids(160, 512, 14);
     struct Row {
         size_t seq;
         std::vector<int32_t> tokens;
@@ -444,6 +445,16 @@ TEST_F(DistPipeline, BatchedCallsEqualOneProcessBitForBit) {
         rows.clear();
         for (size_t i = 0; i < nseq; ++i) rows.push_back({i, take(1), Logits::Last});
         step(rows);
+        // Eight new sequences push the others out of the worker's 8 sessions: the next batched
+        // call meets a state mismatch and runs its items one by one, each replaying.
+        const size_t first_new = seqs.size();
+        for (size_t i = 0; i < 8; ++i) seqs.push_back(m.new_sequence({.ctx = 256}));
+        rows.clear();
+        for (size_t i = 0; i < 8; ++i) rows.push_back({first_new + i, take(2), Logits::Last});
+        step(rows);
+        rows.clear();
+        for (size_t i = 0; i < nseq; ++i) rows.push_back({i, take(1), Logits::Last});
+        step(rows);
         return out;
     };
     auto whole = model::open(model_, {.threads = 1});
@@ -475,6 +486,10 @@ TEST_F(DistPipeline, BatchedCallsEqualOneProcessBitForBit) {
             for (size_t at = err.find(line); at != std::string::npos; at = err.find(line, at + 1)) ++batches;
             // The decode steps and the rewound step at least; the prompts too without chunking.
             EXPECT_GE(batches, c.dist_chunk == 0 ? 5u : 4u) << err;
+            if (nseq > 2) {
+                EXPECT_TRUE(contains(err, fmt::format("batch of {} sequences", nseq - 1))) << err;
+            }
+            EXPECT_TRUE(contains(err, "batch of 8 sequences")) << err;
             EXPECT_TRUE(contains(err, "running its items alone")) << err;
         }
         for (auto& w : ws) EXPECT_TRUE(w->running()) << w->err();
