@@ -303,9 +303,17 @@ bool PipelineModel::eval_batched(model::Batch b) {
         else
             together.push_back(it);
     }
+    // Groups of at most kMaxBatchItems sequences whose hidden states stay within half the
+    // receivers' payload bound (a lone item over it goes alone, as it did before batching).
+    const uint64_t row_bytes = uint64_t(info_.hidden_size) * dist_.activation_bits / 8;
     const model::Batch rest(together);
-    for (size_t g = 0; g < rest.size(); g += dist::kMaxBatchItems) {
-        const model::Batch group = rest.subspan(g, std::min<size_t>(dist::kMaxBatchItems, rest.size() - g));
+    for (size_t g = 0, len = 0; g < rest.size(); g += len) {
+        uint64_t bytes = 0;
+        for (len = 0; g + len < rest.size() && len < dist::kMaxBatchItems; ++len) {
+            bytes += rest[g + len].tokens.size() * row_bytes;
+            if (len > 0 && bytes > dist::kDefaultMaxPayload / 2) break;
+        }
+        const model::Batch group = rest.subspan(g, len);
         if (group.size() == 1) {
             eval_item(*static_cast<PipelineSequence*>(group[0].seq), group[0]);
             continue;
