@@ -50,6 +50,15 @@ def work(toks, hc=b"", bits=0, flags=0, entries=(), ret=True, index=0, pos0=0, d
     return frame(3, fixed + tokens(toks) + hc + blob + draft)
 
 
+def batch(items):
+    return u32(1, len(items)) + b"".join(u64(s) + u64(p) + u64(r) + u32(pos0, n, flags)
+                                         for s, p, r, pos0, n, flags in items)
+
+
+def identity_v2(features, n_layers=43, arch=b"deepseek4"):
+    return frame(64, u32(2, n_layers, len(arch), features) + bytes(range(16)) + arch)
+
+
 def draft_request(hidden_from, hidden, layers):
     return u32(1, hidden_from, hidden, len(layers)) + u32(*layers)
 
@@ -102,6 +111,14 @@ def main():
         "result_draft.bin": result(0x102, 32, bytes(range(24)), [telemetry(21, 42, 1, 16, 3, 1800, 0, 0, 48, 512)],
                                    draft_rows(2, 16, bytes(range(16)), [41, 42], bytes(range(100, 132)))),
         "result_ack_draft.bin": result(0x100, 0, b"", draft=draft_rows(3, 8, b"", [40], bytes(range(12)))),
+        # Ours (issue 33): a batched WORK (flag 0x100) of three sessions' rows (1 + 2 + 1 tokens,
+        # item 0 repeating the fixed record), the first with its last row's logits, the third
+        # with every row's; and the IDENTITY version 2 that offers it.
+        "work_batch.bin": work([7, 8, 9, 10], bytes(range(16)), 16, 0x103, two_hops, pos0=5,
+                               draft=batch([(0x0123456789ABCDEF, 0x1111222233334444, 0x5555666677778888, 5, 1, 0x2),
+                                            (0x42, 0xAAAA, 0xBBBB, 0, 2, 0),
+                                            (0x43, 0xCCCC, 0xDDDD, 9, 1, 0x12)])),
+        "identity_v2.bin": identity_v2(1),
         "snapshot_save_req.bin": frame(5, save_req_fields()),
         "snapshot_begin.bin": begin(6, [1, 2, -3], b"ok"),
         "snapshot_chunk.bin": frame(7, u64(78) + u32(100) + bytes(range(100))),

@@ -316,6 +316,52 @@ void write_draft_rows(Writer& w, const DraftRows& d) {
     w.bytes(d.captured.data(), d.captured.size());
 }
 
+// The batch record's rules (protocol.h, Work::batch), for the encoder and the decoder alike.
+void check_batch(const Work& m, uint64_t n_tokens) {
+    if (m.flags & kWorkDraftRows) bad("dist WORK: BATCH with DRAFT_ROWS");
+    if (m.flags & (kWorkResetSession | kWorkAllLogits))
+        bad("dist WORK: BATCH with the WORK's own RESET_SESSION or ALL_LOGITS (they are per item)");
+    if (m.batch.size() < 2 || m.batch.size() > kMaxBatchItems)
+        bad("dist WORK: {} batch items, not 2..{}", m.batch.size(), kMaxBatchItems);
+    uint64_t rows = 0;
+    bool logits = false;
+    for (size_t i = 0; i < m.batch.size(); ++i) {
+        const WorkItem& it = m.batch[i];
+        if (it.n_tokens == 0) bad("dist WORK: batch item {} has no tokens", i);
+        if (uint64_t(it.pos0) + it.n_tokens > std::numeric_limits<uint32_t>::max())
+            bad("dist WORK: batch item {}: pos0 {} + n_tokens {} overflows u32", i, it.pos0, it.n_tokens);
+        if (it.flags & ~kWorkItemFlags) bad("dist WORK: batch item {} has unknown flags {:#x}", i, it.flags);
+        if ((it.flags & kWorkAllLogits) && !(it.flags & kWorkOutputLogits))
+            bad("dist WORK: batch item {}: ALL_LOGITS without OUTPUT_LOGITS", i);
+        for (size_t j = 0; j < i; ++j)
+            if (m.batch[j].session_id == it.session_id) bad("dist WORK: batch items {} and {} share a session", j, i);
+        rows += it.n_tokens;
+        logits = logits || (it.flags & kWorkOutputLogits);
+    }
+    if (rows != n_tokens) bad("dist WORK: the batch items hold {} tokens, the WORK {}", rows, n_tokens);
+    const WorkItem& first = m.batch.front();
+    if (first.session_id != m.session_id || first.prefix_hash != m.prefix_hash ||
+        first.result_hash != m.result_hash || first.pos0 != m.pos0)
+        bad("dist WORK: batch item 0 differs from the WORK's session, hashes or pos0");
+    if (logits != ((m.flags & kWorkOutputLogits) != 0))
+        bad("dist WORK: OUTPUT_LOGITS {} but {} batch item asks for logits", logits ? "clear" : "set",
+            logits ? "a" : "no");
+}
+
+void write_batch(Writer& w, const Work& m) {
+    check_batch(m, m.tokens.size());
+    w.u32(kBatchVersion);
+    w.u32(static_cast<uint32_t>(m.batch.size()));
+    for (const WorkItem& it : m.batch) {
+        w.u64(it.session_id);
+        w.u64(it.prefix_hash);
+        w.u64(it.result_hash);
+        w.u32(it.pos0);
+        w.u32(it.n_tokens);
+        w.u32(it.flags);
+    }
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode(const Work& m) {
@@ -326,6 +372,8 @@ std::vector<uint8_t> encode(const Work& m) {
         bad("dist WORK: INPUT_HC flag {} but {} hidden-state bytes", has_hc ? "set" : "clear", m.input_hc.size());
     if (((m.flags & kWorkDraftRows) != 0) != m.draft.has_value())
         bad("dist WORK: DRAFT_ROWS flag {} but {} draft request", m.draft ? "clear" : "set", m.draft ? "a" : "no");
+    if (((m.flags & kWorkBatch) != 0) != !m.batch.empty())
+        bad("dist WORK: BATCH flag {} but {} batch items", m.batch.empty() ? "set" : "clear", m.batch.size());
     if (has_hc ? !hidden_bits_ok(m.input_hc_bits) : (m.input_hc_bits != 0 && !hidden_bits_ok(m.input_hc_bits)))
         bad("dist WORK: input_hc_bits {} is not 32, 16 or 8", m.input_hc_bits);
     const std::vector<uint8_t> blob = encode_route(m.route, m.route_return);
@@ -350,6 +398,7 @@ std::vector<uint8_t> encode(const Work& m) {
     w.bytes(m.input_hc.data(), m.input_hc.size());
     w.bytes(blob.data(), blob.size());
     if (m.draft) write_draft_request(w, *m.draft, m.tokens.size());
+    if (!m.batch.empty()) write_batch(w, m);
     return w.finish("WORK");
 }
 
@@ -404,9 +453,10 @@ std::vector<uint8_t> encode(const SnapshotDone& m) {
 std::vector<uint8_t> encode(const Identity& m) {
     check_text(m.architecture, kMaxModelNameBytes, "IDENTITY", "architecture");
     Writer w(FrameType::identity);
-    w.u32(kIdentityVersion);
+    w.u32(m.features ? kIdentityVersion2 : kIdentityVersion);
     w.u32(m.n_layers);
     w.u32(static_cast<uint32_t>(m.architecture.size()));
+    if (m.features) w.u32(m.features);
     w.bytes(m.metadata_hash.data(), m.metadata_hash.size());
     w.bytes(m.architecture.data(), m.architecture.size());
     return w.finish("IDENTITY");
@@ -432,7 +482,12 @@ Identity decode_identity(std::span<const uint8_t> payload) {
     const uint32_t version = r.u32("version");
     m.n_layers = r.u32("n_layers");
     const uint32_t arch_len = r.u32("arch_len");
-    if (version != kIdentityVersion) bad("dist IDENTITY: version {}, this build reads {}", version, kIdentityVersion);
+    if (version != kIdentityVersion && version != kIdentityVersion2)
+        bad("dist IDENTITY: version {}, this build reads {} and {}", version, kIdentityVersion, kIdentityVersion2);
+    if (version == kIdentityVersion2) {
+        m.features = r.u32("features");
+        if (m.features == 0) bad("dist IDENTITY: version 2 with no features (that is version 1)");
+    }
     if (arch_len > kMaxModelNameBytes) bad("dist IDENTITY: arch_len {} exceeds {}", arch_len, kMaxModelNameBytes);
     const auto h = r.take(m.metadata_hash.size(), "metadata hash");
     std::copy(h.begin(), h.end(), m.metadata_hash.begin());
@@ -555,6 +610,26 @@ DraftRows read_draft_rows(Reader& r) {
     return d;
 }
 
+// The batch record (protocol.h, Work::batch): the count is checked against the bytes there
+// before the items are allocated.
+void read_batch(Reader& r, Work& m, uint32_t n_tokens) {
+    const uint32_t version = r.u32("batch version");
+    const uint32_t count = r.u32("batch item_count");
+    if (version != kBatchVersion) bad("dist WORK: batch record version {}, this build reads {}", version, kBatchVersion);
+    if (count < 2 || count > kMaxBatchItems) bad("dist WORK: {} batch items, not 2..{}", count, kMaxBatchItems);
+    r.expect_rest(uint64_t(count) * kBatchItemBytes, "batch item_count");
+    m.batch.resize(count);
+    for (WorkItem& it : m.batch) {
+        it.session_id = r.u64("batch session_hi/lo");
+        it.prefix_hash = r.u64("batch prefix_hash_hi/lo");
+        it.result_hash = r.u64("batch result_hash_hi/lo");
+        it.pos0 = r.u32("batch pos0");
+        it.n_tokens = r.u32("batch n_tokens");
+        it.flags = r.u32("batch flags");
+    }
+    check_batch(m, n_tokens);
+}
+
 }  // namespace
 
 Work decode_work(std::span<const uint8_t> payload) {
@@ -599,13 +674,18 @@ Work decode_work(std::span<const uint8_t> payload) {
     if (route_count == 0 ? m.route_index != 0 : m.route_index >= route_count)
         bad("dist WORK: route_index {} out of range for route_count {}", m.route_index, route_count);
     const uint64_t declared = uint64_t(token_bytes) + hc_bytes + route_bytes;
-    if (!(m.flags & kWorkDraftRows)) r.expect_rest(declared, "token_bytes + input_hc_bytes + route_bytes");
-    else r.need(declared + kDraftRequestFixedBytes, "token_bytes + input_hc_bytes + route_bytes + draft request");
+    if (m.flags & kWorkDraftRows)
+        r.need(declared + kDraftRequestFixedBytes, "token_bytes + input_hc_bytes + route_bytes + draft request");
+    else if (m.flags & kWorkBatch)
+        r.need(declared + kBatchFixedBytes, "token_bytes + input_hc_bytes + route_bytes + batch record");
+    else
+        r.expect_rest(declared, "token_bytes + input_hc_bytes + route_bytes");
     m.tokens = read_tokens(r.take(token_bytes, "tokens"));
     const auto hc = r.take(hc_bytes, "hidden state");
     m.input_hc.assign(hc.begin(), hc.end());
     decode_route(r.take(route_bytes, "route blob"), route_count, m.route, m.route_return);
     if (m.flags & kWorkDraftRows) m.draft = read_draft_request(r, n_tokens);
+    if (m.flags & kWorkBatch) read_batch(r, m, n_tokens);
     return m;
 }
 

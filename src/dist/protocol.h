@@ -70,6 +70,13 @@ inline constexpr size_t kSnapshotChunkFixedBytes = 3 * 4;
 inline constexpr size_t kSnapshotDoneFixedBytes = 4 * 4;
 inline constexpr size_t kDraftRequestFixedBytes = 4 * 4;
 inline constexpr size_t kDraftRowsFixedBytes = 6 * 4;
+inline constexpr size_t kBatchFixedBytes = 2 * 4;
+inline constexpr size_t kBatchItemBytes = 9 * 4;
+// The batch record's version (its first field): a reader refuses any other.
+inline constexpr uint32_t kBatchVersion = 1;
+// The most sessions one batched WORK may carry: a worker keeps at most 8 sessions
+// (pipeline::kMaxWorkerSessions), and a batch's sessions must all be live at once.
+inline constexpr uint32_t kMaxBatchItems = 8;
 // The draft records' version (their first field): a reader refuses any other.
 inline constexpr uint32_t kDraftVersion = 1;
 // The most layers one draft request may capture (DSpark reads at most 8).
@@ -91,7 +98,11 @@ inline constexpr uint32_t kWorkDraftRows = 0x40;
 // refuses the flag with an error RESULT, which marks the worker as upstream's (docs/DISTRIBUTED.md,
 // "Mixed clusters").
 inline constexpr uint32_t kWorkIdentify = 0x80;
-inline constexpr uint32_t kWorkKnownFlags = 0xDF;
+// Ours (issue 33, batched calls over a pipeline): the WORK carries the rows of several sessions
+// (a WorkBatch record follows the route blob); sent only to a route whose every hop offered
+// kFeatureBatchedWork in its IDENTITY (docs/DISTRIBUTED.md, "Batched calls").
+inline constexpr uint32_t kWorkBatch = 0x100;
+inline constexpr uint32_t kWorkKnownFlags = 0x1DF;
 // The only WORK flags upstream ds4 accepts (0x1-0x8): what a route with an upstream hop may send.
 inline constexpr uint32_t kWorkUpstreamFlags = 0x0F;
 // Route entry flags.
@@ -153,6 +164,21 @@ struct DraftRequest {
     bool operator==(const DraftRequest&) const = default;
 };
 
+// One session's share of a batched WORK (flag kWorkBatch; ours): {session hi/lo, prefix_hash
+// hi/lo, result_hash hi/lo, pos0, n_tokens, flags}. Its rows are the next n_tokens of the WORK's
+// tokens and hidden state (the items in order); flags are kWorkOutputLogits (its last row's
+// logits) and kWorkAllLogits (every row's) only.
+struct WorkItem {
+    uint64_t session_id = 0;
+    uint64_t prefix_hash = 0;
+    uint64_t result_hash = 0;
+    uint32_t pos0 = 0;
+    uint32_t n_tokens = 0;
+    uint32_t flags = 0;
+    bool operator==(const WorkItem&) const = default;
+};
+inline constexpr uint32_t kWorkItemFlags = 0x12;  // kWorkOutputLogits | kWorkAllLogits
+
 // WORK (3). On the wire n_tokens = tokens.size(), token_bytes = 4 * n_tokens, input_hc_bytes =
 // input_hc.size(), route_count = route.size(), and route_bytes the size of the route blob: the
 // entries, then the return record if there is one.
@@ -181,6 +207,15 @@ struct Work {
     std::optional<RouteReturn> route_return;
     // Present exactly when flags has kWorkDraftRows (the encoder refuses a disagreement).
     std::optional<DraftRequest> draft;
+    // Non-empty exactly when flags has kWorkBatch: the batch record {version, item_count*} and
+    // the items, after the route blob. Checked on decode (before anything is allocated: the
+    // count against the bytes there): version = kBatchVersion; 2..kMaxBatchItems items, exactly
+    // the rest of the payload; every item has n_tokens >= 1, pos0 + n_tokens within u32, only
+    // kWorkItemFlags (ALL_LOGITS with OUTPUT_LOGITS), its own session id; the items' n_tokens
+    // sum to the WORK's; item 0 repeats the fixed record's session, hashes and pos0. The WORK's
+    // own flags then carry neither RESET_SESSION, ALL_LOGITS nor DRAFT_ROWS, and OUTPUT_LOGITS
+    // exactly when some item has it.
+    std::vector<WorkItem> batch;
     bool operator==(const Work&) const = default;
 };
 
@@ -251,16 +286,23 @@ std::string result_error_message(const Result& r);
 // Whether r says the worker's session holds another prefix (ours, or upstream's message).
 bool result_is_state_mismatch(const Result& r);
 
-// IDENTITY (64, ours): {version, n_layers, arch_len} + the 16-byte metadata hash + the
-// architecture name (<= 127 bytes). Our worker's answer to an IDENTIFY probe: what the
-// coordinator checks a worker of ours by (the HELLO's fields are upstream's). Checked on decode:
-// version = kIdentityVersion, the record is exactly the payload.
+// IDENTITY (64, ours): {version, n_layers, arch_len} (version 2: then `features`) + the 16-byte
+// metadata hash + the architecture name (<= 127 bytes). Our worker's answer to an IDENTIFY
+// probe: what the coordinator checks a worker of ours by (the HELLO's fields are upstream's).
+// Version 2 adds the extensions the worker offers; a prober says it reads version 2 by the
+// probe's pos0 (kIdentityVersion2), so an older coordinator of ours, whose probe has pos0 0, is
+// answered with version 1. Encoded as version 1 when features is 0, else version 2. Checked on
+// decode: version 1 or 2 (2 with features != 0), the record is exactly the payload.
 inline constexpr uint32_t kIdentityVersion = 1;
+inline constexpr uint32_t kIdentityVersion2 = 2;
 inline constexpr size_t kIdentityFixedBytes = 3 * 4 + 16;
+// IDENTITY features (version 2).
+inline constexpr uint32_t kFeatureBatchedWork = 0x1;  // reads WORK flag kWorkBatch
 struct Identity {
     uint32_t n_layers = 0;
     std::array<uint8_t, 16> metadata_hash{};
     std::string architecture;
+    uint32_t features = 0;
     bool operator==(const Identity&) const = default;
 };
 

@@ -142,7 +142,7 @@ namespace {
 
 }  // namespace
 
-Dialect Coordinator::identify(dist::Connection& c, const dist::Hello& h) const {
+Dialect Coordinator::identify(dist::Connection& c, const dist::Hello& h, uint32_t& features) const {
     const uint32_t n = local_.n_layer;
     if (h.model_name == model_family(local_)) {  // an older worker of ours: our identity in its HELLO
         if (h.model_id != model_id(local_) || h.n_layers != n)
@@ -156,6 +156,7 @@ Dialect Coordinator::identify(dist::Connection& c, const dist::Hello& h) const {
     dist::Work probe;
     probe.model_id = upstream_model_id(local_);
     probe.flags = dist::kWorkIdentify;
+    probe.pos0 = dist::kIdentityVersion2;  // we read IDENTITY version 2 (its features)
     probe.tokens = {0};
     probe.result_hash = dist::token_hash(probe.prefix_hash, probe.tokens);
     c.send(dist::encode(probe));
@@ -168,6 +169,7 @@ Dialect Coordinator::identify(dist::Connection& c, const dist::Hello& h) const {
             wi.metadata_hash = w.metadata_hash;
             another_model(w.architecture, w.n_layers, model_id(wi), model_family(local_), n, model_id(local_));
         }
+        features = id->features;
         return Dialect::ours;
     }
     const auto* r = std::get_if<dist::Result>(&m);
@@ -222,8 +224,9 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
             fail("{} sent no HELLO on the control connection", peer);
         }
         Dialect dialect = Dialect::ours;
+        uint32_t features = 0;
         try {
-            dialect = identify(c, *h);
+            dialect = identify(c, *h, features);
         } catch (const dist::TransportError&) {
             throw;
         } catch (const Error& e) {
@@ -247,7 +250,7 @@ void Coordinator::serve_control(std::shared_ptr<dist::Socket> sp) {
                 return stale;
             });
             id = next_id_++;
-            workers_.push_back({id, *h, dialect, host, sp});
+            workers_.push_back({id, *h, dialect, features, host, sp});
             ++generation_;
             log::info("ds4: worker {}:{} registered layers {}{}", host, h->listen_port,
                       range_str(h->layer_start, h->layer_end, h->has_output),
@@ -311,6 +314,7 @@ bool Coordinator::form_route(Route& r, std::string& missing) const {
         hop.has_output = w.hello.has_output;
         hop.ctx_size = w.hello.ctx_size;
         hop.dialect = w.dialect;
+        hop.features = w.features;
         r.upstream = r.upstream || w.dialect == Dialect::upstream;
         r.hops.push_back(hop);
         next = w.hello.layer_end + 1;
@@ -320,6 +324,9 @@ bool Coordinator::form_route(Route& r, std::string& missing) const {
         return false;
     }
     r.worker_head = !r.hops.empty() && r.hops.back().has_output;
+    r.batched = !r.hops.empty() && std::all_of(r.hops.begin(), r.hops.end(), [](const Hop& h) {
+        return h.dialect == Dialect::ours && (h.features & dist::kFeatureBatchedWork);
+    });
     if (r.worker_head) r.hops.back().entry.flags = dist::kRouteOutputLogits;
     return true;
 }

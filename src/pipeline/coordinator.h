@@ -50,6 +50,7 @@ struct Hop {
     bool has_output = false;
     uint32_t ctx_size = 0;
     Dialect dialect = Dialect::ours;
+    uint32_t features = 0;  // the extensions its IDENTITY offered (dist::kFeature*)
 };
 
 struct Route {
@@ -57,6 +58,7 @@ struct Route {
     std::vector<Hop> hops;          // in layer order; empty when the coordinator holds every layer
     bool worker_head = false;       // the last hop runs the output head
     bool upstream = false;          // a hop is upstream's: every WORK speaks upstream's dialect
+    bool batched = false;           // every hop reads batched WORK (dist::kFeatureBatchedWork)
     std::vector<dist::RouteEntry> entries() const;
     std::string str() const;        // "127.0.0.1:4001 3:4 -> 127.0.0.1:4002 5:output"
 };
@@ -85,15 +87,17 @@ private:
         uint64_t id = 0;
         dist::Hello hello;
         Dialect dialect = Dialect::ours;
+        uint32_t features = 0;
         std::string host;
         std::shared_ptr<dist::Socket> control;
     };
 
     void accept_loop();
     void serve_control(std::shared_ptr<dist::Socket> s);
-    // Whose HELLO this is (probing it when it has upstream's shape); throws ds4::Error with the
-    // reason when the worker runs another model.
-    Dialect identify(dist::Connection& c, const dist::Hello& h) const;
+    // Whose HELLO this is (probing it when it has upstream's shape), and the extensions a worker
+    // of ours offers (`features`); throws ds4::Error with the reason when the worker runs
+    // another model.
+    Dialect identify(dist::Connection& c, const dist::Hello& h, uint32_t& features) const;
     // "" if the hello's layers may register (mu_ held), else why not.
     std::string refusal(const dist::Hello& h, const std::string& host) const;
     // The route, or why there is none (mu_ held).

@@ -44,7 +44,7 @@ public:
         // A new timeline: its own session id, so the workers' state for this one is left alone
         // (the first call on the clone replays its tokens).
         auto c = std::make_unique<PipelineSequence>(owner_, local_->clone(), opt_);
-        c->tokens_ = tokens_;
+        c->tokens_ = tokens_;  // on_route_ stays false: the workers know no such session
         c->hash_ = hash_;
         c->dirty_ = dirty_;
         return c;
@@ -56,6 +56,7 @@ public:
         tokens_ = o->tokens_;
         hash_ = o->hash_;
         dirty_ = o->dirty_;
+        on_route_ = false;  // the workers' state for this session is not the other's
     }
 
     const PipelineModel& owner_;
@@ -65,15 +66,20 @@ public:
     // The local state or the workers' may be ahead of tokens_ (a call failed half-way): the next
     // call replays from position 0.
     bool dirty_ = false;
+    // The workers have held this session's tokens (a WORK of it succeeded, or its state was
+    // pushed); a clone or an assigned sequence has not: a batched WORK would fail its prefix.
+    bool on_route_ = false;
 
     void loaded(const std::vector<int32_t>& t, uint64_t hash) {
         tokens_ = t;
         hash_ = hash;
         dirty_ = false;
+        on_route_ = true;
     }
     void append(std::span<const int32_t> t, uint64_t hash) {
         tokens_.insert(tokens_.end(), t.begin(), t.end());
         hash_ = hash;
+        on_route_ = true;
     }
 };
 
@@ -272,7 +278,152 @@ void PipelineModel::eval(model::Batch b) {
     });
     blocks::check_draft_outputs(b, info_.range);
     std::lock_guard lk(mu_);
+    if (eval_batched(b)) return;
     for (const model::BatchItem& it : b) eval_item(*static_cast<PipelineSequence*>(it.seq), it);
+}
+
+bool PipelineModel::eval_batched(model::Batch b) {
+    if (b.size() < 2) return false;
+    Route route;
+    try {
+        route = coord_->route();
+    } catch (const Error&) {
+        return false;  // the one-by-one path says what is missing
+    }
+    if (!route.batched) return false;
+    // What cannot go in a batched WORK runs alone first: a drafter's rows, an item longer than
+    // one WORK, a sequence to replay or one the workers never held (a clone with history: its
+    // prefix check would fail the whole batch).
+    std::vector<model::BatchItem> together;
+    for (const model::BatchItem& it : b) {
+        auto& ps = *static_cast<PipelineSequence*>(it.seq);
+        if (ps.dirty_ || (!ps.on_route_ && ps.pos() > 0) || it.hidden_want != model::Logits::None ||
+            !it.capture.empty() || (dist_.prefill_chunk > 0 && int64_t(it.tokens.size()) > dist_.prefill_chunk))
+            eval_item(ps, it);
+        else
+            together.push_back(it);
+    }
+    // Groups of at most kMaxBatchItems sequences whose hidden states stay within half the
+    // receivers' payload bound (a lone item over it goes alone, as it did before batching).
+    const uint64_t row_bytes = uint64_t(info_.hidden_size) * dist_.activation_bits / 8;
+    const model::Batch rest(together);
+    for (size_t g = 0, len = 0; g < rest.size(); g += len) {
+        uint64_t bytes = 0;
+        for (len = 0; g + len < rest.size() && len < dist::kMaxBatchItems; ++len) {
+            bytes += rest[g + len].tokens.size() * row_bytes;
+            if (len > 0 && bytes > dist::kDefaultMaxPayload / 2) break;
+        }
+        const model::Batch group = rest.subspan(g, len);
+        if (group.size() == 1) {
+            eval_item(*static_cast<PipelineSequence*>(group[0].seq), group[0]);
+            continue;
+        }
+        try {
+            run_batch(route, group);
+            continue;
+        } catch (const StateMismatch&) {
+        }
+        // A worker holds another prefix of some session: each replays and runs alone.
+        if (dist_.debug) log::info("ds4: dist: a worker's state differs for a batched call; running its items alone");
+        for (const model::BatchItem& it : group) eval_item(*static_cast<PipelineSequence*>(it.seq), it);
+    }
+    return true;
+}
+
+void PipelineModel::run_batch(const Route& route, model::Batch b) {
+    const int64_t H = info_.hidden_size, R = model::batch_rows(b);
+    std::vector<model::BatchItem> local(b.size());
+    for (size_t i = 0; i < b.size(); ++i) {
+        auto& ps = *static_cast<PipelineSequence*>(b[i].seq);
+        local[i] = {ps.local_.get(), b[i].tokens};
+        ps.dirty_ = true;  // until the answer is in
+    }
+    dist::Work w;
+    w.model_id = model_id(info_);
+    w.request_id = next_request_++;
+    w.layer_start = route.hops[0].entry.layer_start;
+    w.layer_end = route.hops[0].entry.layer_end;
+    w.input_hc_bits = dist_.activation_bits;
+    bool logits = false;
+    for (const model::BatchItem& it : b) {
+        const auto& ps = *static_cast<const PipelineSequence*>(it.seq);
+        dist::WorkItem item{ps.session_, ps.hash_, dist::token_hash(ps.hash_, it.tokens), uint32_t(ps.pos()),
+                            uint32_t(it.tokens.size()), 0};
+        if (it.want != model::Logits::None && route.worker_head)
+            item.flags = dist::kWorkOutputLogits | (it.want == model::Logits::All ? dist::kWorkAllLogits : 0);
+        logits = logits || it.want != model::Logits::None;
+        w.batch.push_back(item);
+        w.tokens.insert(w.tokens.end(), it.tokens.begin(), it.tokens.end());
+    }
+    w.session_id = w.batch[0].session_id;
+    w.prefix_hash = w.batch[0].prefix_hash;
+    w.result_hash = w.batch[0].result_hash;
+    w.pos0 = w.batch[0].pos0;
+    w.flags = dist::kWorkInputHc | dist::kWorkBatch |
+              (!logits ? dist::kWorkAckOnly : route.worker_head ? dist::kWorkOutputLogits : 0);
+    // Here: the embedding and this process's layers, all the rows at once.
+    std::vector<float> hidden(static_cast<size_t>(R * H));
+    local_->embed(model::Batch(local), hidden.data());
+    local_->eval_layers(model::Batch(local), hidden.data());
+    w.input_hc = dist::encode_activations(hidden, w.input_hc_bits);
+    w.route = route.entries();
+    w.route_return = dist::RouteReturn{dist::kRouteReturnUpstream, "", 0};
+    const auto sent = std::chrono::steady_clock::now();
+    dist::Result r;
+    try {
+        send_work(route, w);
+        r = recv_result(route, w.request_id);
+    } catch (...) {
+        data_.reset();  // an answer still in flight would be read by the next call
+        throw;
+    }
+    if (dist_.debug)
+        log::info("ds4: dist: batch of {} sequences, {} rows: round trip {:.0f} us", b.size(), (long long)R,
+                  std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent).count());
+    if (r.status != dist::kStatusOk) fail("the route answered with status {}", r.status);
+    if (r.result_hash != w.result_hash) fail("the route answered for another token prefix (result hash differs)");
+    put_batch_logits(route, b, r);
+    for (size_t i = 0; i < b.size(); ++i) {
+        auto& ps = *static_cast<PipelineSequence*>(b[i].seq);
+        ps.append(b[i].tokens, w.batch[i].result_hash);
+        ps.dirty_ = false;
+    }
+}
+
+// Each item's logits from a batched WORK's answer: the route's, one after another in item order,
+// or the head run here on the returned hidden state.
+void PipelineModel::put_batch_logits(const Route& route, model::Batch b, const dist::Result& r) {
+    const int64_t H = info_.hidden_size, V = info_.n_vocab, R = model::batch_rows(b);
+    const bool logits = std::any_of(b.begin(), b.end(), [](const model::BatchItem& it) { return it.want != model::Logits::None; });
+    if (!logits) {
+        if (r.kind != dist::ResultKind::ack) fail("the route answered an ACK-only request with a payload");
+        return;
+    }
+    if (!route.worker_head) {
+        if (r.kind != dist::ResultKind::hidden_state) fail("the route returned no hidden state for the output head");
+        std::vector<float> last_hidden(static_cast<size_t>(R * H));
+        dist::decode_activations(r.payload, r.payload_bits, last_hidden);  // checks the size
+        int64_t row = 0;
+        for (const model::BatchItem& it : b) {
+            if (it.want != model::Logits::None) {
+                model::BatchItem hi{head_seq_.get(), it.tokens, it.want, it.logits};
+                head_model_->head(model::Batch(&hi, 1), last_hidden.data() + row * H);
+            }
+            row += int64_t(it.tokens.size());
+        }
+        return;
+    }
+    int64_t rows = 0;
+    for (const model::BatchItem& it : b)
+        rows += it.want == model::Logits::All ? int64_t(it.tokens.size()) : it.want == model::Logits::Last;
+    if (r.kind != dist::ResultKind::logits || int64_t(r.payload.size()) != rows * V * 4)
+        fail("the route returned {} bytes of logits; expected {} rows of {}", r.payload.size(), rows, V);
+    const uint8_t* p = r.payload.data();
+    for (const model::BatchItem& it : b) {
+        const int64_t n = it.want == model::Logits::All ? int64_t(it.tokens.size()) : it.want == model::Logits::Last;
+        std::memcpy(it.logits, p, size_t(n * V) * 4);
+        p += n * V * 4;
+    }
 }
 
 void PipelineModel::eval_item(PipelineSequence& ps, const model::BatchItem& it) {

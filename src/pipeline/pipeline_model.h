@@ -78,6 +78,16 @@ private:
     struct Chunk;
 
     void eval_item(PipelineSequence& ps, const model::BatchItem& it);
+    // Several sequences' rows as one WORK per hop (docs/DISTRIBUTED.md, "Batched calls"), in
+    // groups of at most dist::kMaxBatchItems; the items that cannot go in one (a drafter's
+    // rows, an item longer than one WORK, a sequence to replay or one the workers never held)
+    // run alone first. False (nothing done) for a single item or a route with a hop that does
+    // not read batched WORK.
+    bool eval_batched(model::Batch b);
+    // One batched WORK; throws StateMismatch (the items' sequences are then marked for replay)
+    // or ds4::Error.
+    void run_batch(const Route& route, model::Batch b);
+    void put_batch_logits(const Route& route, model::Batch b, const dist::Result& r);
     void replay(PipelineSequence& ps);
     // Runs it.tokens through the route from ps's position, with the logits and the draft
     // outputs `it` asks for; throws StateMismatch when a worker's state for the session

@@ -262,7 +262,10 @@ private:
                     if (const auto* e = std::get_if<dist::ErrorFrame>(&m)) return stop(e->message);
                     const auto* w = std::get_if<dist::Work>(&m);
                     if (w && (w->flags & dist::kWorkIdentify)) {
-                        up->send(dist::encode(identity(model_->info())));
+                        // Version 2 (our extensions) only to a prober that reads it.
+                        dist::Identity id = identity(model_->info());
+                        if (w->pos0 >= dist::kIdentityVersion2) id.features = dist::kFeatureBatchedWork;
+                        up->send(dist::encode(id));
                         continue;
                     }
                     if (w && !serve_frame(m, up, down)) break;
@@ -486,28 +489,47 @@ private:
             fail("{}: logits asked of a worker without the output head", me);
         if ((w.flags & dist::kWorkAllLogits) && !(w.flags & dist::kWorkOutputLogits))
             fail("{}: ALL_LOGITS without OUTPUT_LOGITS", me);
-        if (dist::token_hash(w.prefix_hash, w.tokens) != w.result_hash)
+        if (w.batch.empty() && dist::token_hash(w.prefix_hash, w.tokens) != w.result_hash)
             fail("{}: result_hash is not the hash of prefix and tokens", me);
+        size_t at = 0;
+        for (const dist::WorkItem& b : w.batch) {
+            if (dist::token_hash(b.prefix_hash, std::span(w.tokens).subspan(at, b.n_tokens)) != b.result_hash)
+                fail("{}: a batch item's result_hash is not the hash of its prefix and tokens", me);
+            at += b.n_tokens;
+        }
     }
 
     // Brings the session to the WORK's prefix (a reset, or a rewind to pos0); false when it
     // holds another one (the coordinator replays).
-    static bool match_prefix(Session& sess, const dist::Work& w) {
+    static bool match_prefix(Session& sess, uint32_t pos0, uint64_t prefix_hash, bool reset) {
         model::Sequence& seq = *sess.seq;
-        if ((w.flags & dist::kWorkResetSession) || w.pos0 == 0) {
+        if (reset || pos0 == 0) {
             seq.clear();
             sess.hash = dist::kTokenHashInit;
         }
-        if (seq.pos() == int64_t(w.pos0)) return sess.hash == w.prefix_hash;
-        if (seq.pos() > int64_t(w.pos0) && seq.can_rewind(w.pos0)) {
+        if (seq.pos() == int64_t(pos0)) return sess.hash == prefix_hash;
+        if (seq.pos() > int64_t(pos0) && seq.can_rewind(pos0)) {
             const auto& t = seq.tokens();
-            if (dist::token_hash(dist::kTokenHashInit, std::span<const int32_t>(t.data(), w.pos0)) == w.prefix_hash) {
-                seq.rewind(w.pos0);
-                sess.hash = w.prefix_hash;
+            if (dist::token_hash(dist::kTokenHashInit, std::span<const int32_t>(t.data(), pos0)) == prefix_hash) {
+                seq.rewind(pos0);
+                sess.hash = prefix_hash;
                 return true;
             }
         }
         return false;
+    }
+
+    // The answer to a WORK whose session (or one of a batch's) holds another prefix.
+    std::vector<uint8_t> mismatch(const dist::Work& w, const dist::Telemetry& tel) const {
+        dist::Result r;
+        r.request_id = w.request_id;
+        r.result_hash = w.result_hash;
+        r.status = dist::kStatusStateMismatch;
+        if (upstream_dialect(w))
+            r.payload.assign(dist::kUpstreamPrefixMismatch,
+                             dist::kUpstreamPrefixMismatch + std::strlen(dist::kUpstreamPrefixMismatch));
+        r.telemetry = {tel};
+        return dist::encode(r);
     }
 
     // The draft request's layers this hop holds.
@@ -523,6 +545,7 @@ private:
     // when it went on to the next hop, whose relay thread answers.
     std::optional<std::vector<uint8_t>> handle(dist::Work& w, const std::shared_ptr<Upstream>& up,
                                                std::unique_ptr<Downstream>& down) {
+        if (!w.batch.empty()) return handle_batch(w, up, down);
         const auto& info = model_->info();
         const int64_t n = int64_t(w.tokens.size()), H = info.hidden_size;
         const std::string me = fmt::format("worker layers {}", range_name());
@@ -535,17 +558,7 @@ private:
         model::Sequence& seq = *sess->seq;
         dist::Telemetry tel{info.range.first, info.range.last, w.route_index, w.pos0, uint32_t(n), 0, 0, 0,
                             uint32_t(std::min<size_t>(w.input_hc.size(), UINT32_MAX)), 0};
-        if (!match_prefix(*sess, w)) {
-            dist::Result r;
-            r.request_id = w.request_id;
-            r.result_hash = w.result_hash;
-            r.status = dist::kStatusStateMismatch;
-            if (upstream_dialect(w))
-                r.payload.assign(dist::kUpstreamPrefixMismatch,
-                                 dist::kUpstreamPrefixMismatch + std::strlen(dist::kUpstreamPrefixMismatch));
-            r.telemetry = {tel};
-            return dist::encode(r);
-        }
+        if (!match_prefix(*sess, w.pos0, w.prefix_hash, w.flags & dist::kWorkResetSession)) return mismatch(w, tel);
         if (seq.pos() + n > seq.options().ctx)
             fail("{}: context exceeded: {} tokens + {} new > the worker's context of {} (raise its --ctx)", me,
                  seq.pos(), n, seq.options().ctx);
@@ -571,7 +584,63 @@ private:
             forward(w, hidden, tel, std::move(draft), up, down);
             return std::nullopt;
         }
-        return answer(w, seq, hidden, tel, std::move(draft));
+        model::BatchItem hi{&seq, w.tokens};
+        if ((w.flags & dist::kWorkOutputLogits) && !(w.flags & dist::kWorkAckOnly))
+            hi.want = (w.flags & dist::kWorkAllLogits) ? model::Logits::All : model::Logits::Last;
+        return answer(w, std::span(&hi, 1), hidden, tel, std::move(draft));
+    }
+
+    // A batched WORK (flag kWorkBatch, ours): the rows of several sessions in one evaluation of
+    // this range, forwarded as one WORK; nothing runs unless every session holds its prefix.
+    std::optional<std::vector<uint8_t>> handle_batch(dist::Work& w, const std::shared_ptr<Upstream>& up,
+                                                     std::unique_ptr<Downstream>& down) {
+        static_assert(dist::kMaxBatchItems <= uint32_t(kMaxWorkerSessions), "a batch's sessions must all stay live");
+        const auto& info = model_->info();
+        const int64_t n = int64_t(w.tokens.size()), H = info.hidden_size;
+        const std::string me = fmt::format("worker layers {}", range_name());
+        check_work(w, me);
+        const size_t k = w.batch.size();
+        std::vector<std::shared_ptr<Session>> sess(k);
+        for (size_t i = 0; i < k; ++i) sess[i] = session(w.batch[i].session_id);
+        // Locked in session id order: other connections' batches lock some of them too.
+        std::vector<size_t> order(k);
+        for (size_t i = 0; i < k; ++i) order[i] = i;
+        std::sort(order.begin(), order.end(),
+                  [&](size_t a, size_t b) { return w.batch[a].session_id < w.batch[b].session_id; });
+        std::vector<std::unique_lock<std::mutex>> locks;
+        for (size_t i : order) locks.emplace_back(sess[i]->mu);
+        dist::Telemetry tel{info.range.first, info.range.last, w.route_index, w.pos0, uint32_t(n), 0, 0, 0,
+                            uint32_t(std::min<size_t>(w.input_hc.size(), UINT32_MAX)), 0};
+        for (size_t i = 0; i < k; ++i)
+            if (!match_prefix(*sess[i], w.batch[i].pos0, w.batch[i].prefix_hash, false)) return mismatch(w, tel);
+        std::vector<model::BatchItem> items(k);
+        size_t at = 0;
+        for (size_t i = 0; i < k; ++i) {
+            const dist::WorkItem& b = w.batch[i];
+            model::Sequence& seq = *sess[i]->seq;
+            if (seq.pos() + b.n_tokens > seq.options().ctx)
+                fail("{}: context exceeded: {} tokens + {} new > the worker's context of {} (raise its --ctx)", me,
+                     seq.pos(), b.n_tokens, seq.options().ctx);
+            items[i] = {&seq, std::span<const int32_t>(w.tokens).subspan(at, b.n_tokens)};
+            at += b.n_tokens;
+        }
+        std::vector<float> hidden(static_cast<size_t>(n * H));
+        dist::decode_activations(w.input_hc, w.input_hc_bits, hidden);
+        const auto t_eval = clock_type::now();
+        model_->eval_layers(model::Batch(items), hidden.data());
+        for (size_t i = 0; i < k; ++i) {
+            sess[i]->hash = w.batch[i].result_hash;
+            // The logits each item wants of the head (answer() gives them their buffers).
+            const uint32_t f = w.batch[i].flags;
+            if ((f & dist::kWorkOutputLogits) && !(w.flags & dist::kWorkAckOnly))
+                items[i].want = (f & dist::kWorkAllLogits) ? model::Logits::All : model::Logits::Last;
+        }
+        tel.eval_usec = usec_since(t_eval);
+        if (w.route_index + 1 < w.route.size()) {
+            forward(w, hidden, tel, std::nullopt, up, down);
+            return std::nullopt;
+        }
+        return answer(w, items, hidden, tel, std::nullopt);
     }
 
     // Sends the WORK on to the next hop with this hop's hidden state.
@@ -607,7 +676,9 @@ private:
     // The last hop's RESULT: an ACK, the logits, or the last hidden state for the coordinator's
     // head; with the draft rows asked for (the final hidden state of the rows and this hop's
     // captures).
-    std::vector<uint8_t> answer(const dist::Work& w, model::Sequence& seq, const std::vector<float>& hidden,
+    // `items`: the WORK's sessions and rows, each with the logits it wants (the logits follow
+    // one another in the payload, in item order).
+    std::vector<uint8_t> answer(const dist::Work& w, std::span<model::BatchItem> items, const std::vector<float>& hidden,
                                 dist::Telemetry tel, std::optional<dist::DraftRows> draft) {
         const int64_t n = int64_t(w.tokens.size()), H = model_->info().hidden_size, V = model_->info().n_vocab;
         const bool ack_only = w.flags & dist::kWorkAckOnly;
@@ -618,11 +689,17 @@ private:
         if (ack_only) {
             r.kind = dist::ResultKind::ack;
         } else if (want_logits) {
-            const bool all = w.flags & dist::kWorkAllLogits;
-            std::vector<float> logits(static_cast<size_t>((all ? n : 1) * V));
-            model::BatchItem hi{&seq, w.tokens, all ? model::Logits::All : model::Logits::Last, logits.data()};
+            int64_t rows = 0;
+            for (const model::BatchItem& it : items)
+                rows += it.want == model::Logits::All ? int64_t(it.tokens.size()) : it.want == model::Logits::Last;
+            std::vector<float> logits(static_cast<size_t>(rows * V));
+            rows = 0;
+            for (model::BatchItem& it : items) {
+                it.logits = logits.data() + rows * V;
+                rows += it.want == model::Logits::All ? int64_t(it.tokens.size()) : it.want == model::Logits::Last;
+            }
             const auto t_head = clock_type::now();
-            model_->head(model::Batch(&hi, 1), hidden.data());
+            model_->head(model::Batch(items.data(), items.size()), hidden.data());
             tel.eval_usec += usec_since(t_head);
             r.kind = dist::ResultKind::logits;
             r.payload_bits = 32;

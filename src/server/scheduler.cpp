@@ -24,9 +24,11 @@ double seconds_since(clock_type::time_point t) {
 }  // namespace
 
 Scheduler::Scheduler(model::Model& model, const chat::ChatFormat& format, SchedulerOptions opt, Metrics& metrics)
-    : model_(model), format_(format), tok_(format.tokenizer()), opt_(opt), metrics_(metrics) {
+    : model_(model), format_(format), tok_(format.tokenizer()), opt_(opt), metrics_(metrics),
+      cost_({.stall = opt.max_decode_stall, .max_piece = opt.session.prefill_chunk}) {
     if (opt_.parallel < 1) ds4::fail("--parallel {} must be at least 1", opt_.parallel);
-    if (opt_.quantum < 1) ds4::fail("--mixed-prefill-quantum {} must be at least 1", opt_.quantum);
+    if (opt_.quantum < 0) ds4::fail("--mixed-prefill-quantum {} must be at least 1", opt_.quantum);
+    if (!(opt_.max_decode_stall >= 1)) ds4::fail("--max-decode-stall {} must be at least 1", opt_.max_decode_stall);
     if (opt_.session.prefill_chunk < 1) ds4::fail("prefill chunk {} must be positive", opt_.session.prefill_chunk);
     slots_.resize(size_t(opt_.parallel));
     for (auto& s : slots_) {
@@ -306,7 +308,7 @@ void Scheduler::restart(Slot& s) {
     ++s.version;
 }
 
-engine::Generator::Rows Scheduler::rows_for(Slot& s, bool decoding) {
+engine::Generator::Rows Scheduler::rows_for(Slot& s, int64_t piece) {
     int64_t limit = INT64_MAX;
     if (!s.gen->decoding()) {
         // Checkpoints cut the prompt: the piece ends exactly where one is due.
@@ -315,7 +317,40 @@ engine::Generator::Rows Scheduler::rows_for(Slot& s, bool decoding) {
         if (disk_)
             if (const int64_t f = next_frontier(pos, opt_.kv.policy); f > 0) limit = std::min(limit, f);
     }
-    return s.gen->next(decoding ? opt_.quantum : opt_.session.prefill_chunk, limit);
+    return s.gen->next(piece, limit);
+}
+
+void Scheduler::plan_step(std::vector<model::BatchItem>& items, std::vector<Slot*>& owners) {
+    // Generation rows first: how many there are sizes the prompt pieces.
+    int64_t decode_rows = 0, prefilling = 0;
+    std::vector<std::pair<Slot*, model::BatchItem>> rows(slots_.size());
+    for (size_t i = 0; i < slots_.size(); ++i) {
+        Slot& s = slots_[i];
+        if (!s.job) continue;
+        if (!s.gen->decoding()) {
+            ++prefilling;
+            continue;
+        }
+        const engine::Generator::Rows r = rows_for(s, opt_.session.prefill_chunk);
+        if (r.tokens.empty()) continue;
+        rows[i] = {&s, r.item(s.seq.get())};
+        decode_rows += int64_t(r.tokens.size());
+    }
+    const int64_t piece = decode_rows == 0  ? opt_.session.prefill_chunk
+                          : opt_.quantum > 0 ? opt_.quantum
+                                             : cost_.piece(decode_rows, prefilling);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+        Slot& s = slots_[i];
+        if (!s.job || s.gen->decoding()) continue;
+        const engine::Generator::Rows r = rows_for(s, piece);
+        if (!r.tokens.empty()) rows[i] = {&s, r.item(s.seq.get())};
+    }
+    // In slot order, as before (a sequence's results do not depend on its place in the batch).
+    for (auto& [slot, item] : rows)
+        if (slot) {
+            items.push_back(item);
+            owners.push_back(slot);
+        }
 }
 
 // After the batch (`rows` evaluated for the slot): checkpoints due at this position, then the
@@ -359,23 +394,18 @@ bool Scheduler::step() {
             after_logits(s);
         }
 
-    bool decoding = false;
-    for (const auto& s : slots_) decoding = decoding || (s.job && s.gen->decoding());
     std::vector<model::BatchItem> items;
     std::vector<Slot*> owners;
-    for (auto& s : slots_) {
-        if (!s.job) continue;
-        const engine::Generator::Rows rows = rows_for(s, decoding);
-        if (rows.tokens.empty()) continue;
-        items.push_back(rows.item(s.seq.get()));
-        owners.push_back(&s);
-    }
+    plan_step(items, owners);
     if (items.empty()) return false;
 
     for (Slot* s : owners)
         if (!s->gen->decoding()) s->out->prefill_progress();
+    const int64_t rows = model::batch_rows(model::Batch(items.data(), items.size()));
+    const auto t0 = clock_type::now();
     try {
         model_.eval(model::Batch(items.data(), items.size()));
+        cost_.observe(rows, seconds_since(t0));
     } catch (const std::exception& e) {
         // Model::eval checks before changing anything, and every item was checked here; an
         // error now (memory) fails this step's requests, whose slots start over.
@@ -387,7 +417,7 @@ bool Scheduler::step() {
     }
     ++steps_;
     ++metrics_.batch_steps;
-    metrics_.batch_rows += uint64_t(model::batch_rows(model::Batch(items.data(), items.size())));
+    metrics_.batch_rows += uint64_t(rows);
     metrics_.batch_sequences += items.size();
     metrics_.last_batch_sequences = int64_t(items.size());
     for (size_t i = 0; i < items.size(); ++i) {

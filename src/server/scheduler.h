@@ -7,8 +7,10 @@
 // reuse, sampling, stop rules, verification: the one generation loop of every front end); the
 // scheduler only chooses slots, cuts prompts at checkpoints and batches the generators' rows:
 // each generating slot contributes the token it just sampled,
-// each slot still reading its prompt a chunk of it: --mixed-prefill-quantum tokens while others
-// generate (so their streams keep flowing), a whole --prefill-chunk when nobody does. Every slot
+// each slot still reading its prompt a chunk of it: while others generate, as many tokens as the
+// cost model allows (server/scheduler_cost.h: the step may take up to --max-decode-stall times
+// the generation rows alone, shared by the slots reading a prompt; a fixed
+// --mixed-prefill-quantum when given), a whole --prefill-chunk when nobody does. Every slot
 // keeps its own sampler, stop rules and cancellation; a client that leaves frees its slot at the
 // next step. A sequence's results do not depend on the other rows of a batch (the execution
 // interface's contract), so N requests at once produce exactly what they produce one by one.
@@ -45,6 +47,7 @@
 #include "server/job.h"
 #include "server/kv_policy.h"
 #include "server/metrics.h"
+#include "server/scheduler_cost.h"
 #include "server/tool_memory.h"
 
 namespace ds4::tokenizer {
@@ -61,7 +64,10 @@ struct KvDiskOptions {
 
 struct SchedulerOptions {
     int parallel = 1;             // slots (live sequences)
-    int64_t quantum = 128;        // prompt tokens a slot evaluates per step while others generate
+    // Prompt tokens a slot evaluates per step while others generate: 0 (the default) lets the
+    // cost model choose (StepCost), N >= 1 fixes the piece.
+    int64_t quantum = 0;
+    double max_decode_stall = 4.0;  // the cost model's bound (StepCost::Options::stall)
     int max_queue = 64;           // requests waiting beyond the free slots; more are refused
     model::SessionOptions session;  // ctx, prefill chunk, QAT, rewind slack of every slot
     KvDiskOptions kv;
@@ -124,8 +130,11 @@ private:
     void save(Slot& s, kvcache::SaveReason reason);  // a checkpoint of the slot's sequence
     void after_logits(Slot& s);                 // samples (or ends) a slot whose logits are ready
     void restart(Slot& s);                      // the slot's sequence starts over (after an error)
-    // The slot's rows for this step (tokens empty: none); `decoding`: some slot generates.
-    engine::Generator::Rows rows_for(Slot& s, bool decoding);
+    // The slot's rows for this step (tokens empty: none), with at most `piece` prompt tokens.
+    engine::Generator::Rows rows_for(Slot& s, int64_t piece);
+    // The slots' rows of one step: generation rows first, then prompt pieces sized by the cost
+    // model (or the fixed quantum).
+    void plan_step(std::vector<model::BatchItem>& items, std::vector<Slot*>& owners);
     void after_eval(Slot& s, bool decoded, bool with_logits, int64_t rows);
     void end(Slot& s, engine::StopReason reason);
     void fail(Slot& s, const std::string& message, int status);
@@ -139,6 +148,7 @@ private:
     Metrics& metrics_;
     std::vector<Slot> slots_;
     uint64_t steps_ = 0;
+    StepCost cost_;
     std::unique_ptr<kvcache::DiskCache> disk_;
     ToolMemory* tool_memory_ = nullptr;
     std::atomic<uint64_t> kv_refused_ = 0;      // hits refused: marker layout or state mismatch

@@ -389,6 +389,113 @@ TEST_F(DistPipeline, DraftOutputsComeBackBitForBit) {
     }
 }
 
+// Batched calls over a pipeline (issue 33): 2, 3 and 4 sequences in one PipelineModel::eval
+// travel as one WORK per hop (the coordinator's --debug line says so) and give every sequence
+// the logits it gets alone in one process, bit for bit: prompts of different lengths (the last
+// row's logits and every row's), one-token decode steps, a rewound sequence, a clone the
+// workers do not know (it runs alone, replaying, the others batched), and sessions the worker
+// dropped (a state mismatch: that batch runs its items one by one, each replaying). The head on
+// a worker, and on the coordinator with --dist-prefill-chunk 4 (the longer prompts then go one
+// by one, the decode steps batched).
+TEST_F(DistPipeline, BatchedCallsEqualOneProcessBitForBit) {
+    using model::Logits;
+    const auto ids = test::random_token_ids(160, 512, 14);
+    struct Row {
+        size_t seq;
+        std::vector<int32_t> tokens;
+        Logits want;
+    };
+    // Every call of every step, with its logits; `together`: one eval per step, else per row.
+    auto run = [&](model::Model& m, size_t nseq, bool together) {
+        const int64_t V = m.info().n_vocab;
+        std::vector<std::unique_ptr<model::Sequence>> seqs;
+        for (size_t i = 0; i < nseq; ++i) seqs.push_back(m.new_sequence({.ctx = 256}));
+        size_t cursor = 0;
+        auto take = [&](size_t n) {
+            std::vector<int32_t> t(ids.begin() + ptrdiff_t(cursor), ids.begin() + ptrdiff_t(cursor + n));
+            cursor += n;
+            return t;
+        };
+        std::vector<std::vector<float>> out;
+        auto step = [&](const std::vector<Row>& rows) {
+            std::vector<std::vector<float>> logits;
+            std::vector<model::BatchItem> items;
+            for (const Row& r : rows) {
+                logits.emplace_back(size_t((r.want == Logits::All ? int64_t(r.tokens.size()) : 1) * V));
+                items.push_back({seqs[r.seq].get(), r.tokens, r.want, logits.back().data()});
+            }
+            if (together) m.eval(model::Batch(items));
+            else
+                for (const auto& it : items) m.eval(model::Batch(&it, 1));
+            out.insert(out.end(), logits.begin(), logits.end());
+        };
+        std::vector<Row> rows;
+        for (size_t i = 0; i < nseq; ++i) rows.push_back({i, take(3 + 2 * i), i == 1 ? Logits::All : Logits::Last});
+        step(rows);
+        for (int d = 0; d < 3; ++d) {
+            rows.clear();
+            for (size_t i = 0; i < nseq; ++i) rows.push_back({i, take(1), Logits::Last});
+            step(rows);
+        }
+        seqs[0]->rewind(seqs[0]->pos() - 2);
+        rows.clear();
+        for (size_t i = 0; i < nseq; ++i) rows.push_back({i, take(i == 0 ? 2 : 1), i == 0 ? Logits::All : Logits::Last});
+        step(rows);
+        seqs[nseq - 1] = seqs[0]->clone();
+        rows.clear();
+        for (size_t i = 0; i < nseq; ++i) rows.push_back({i, take(1), Logits::Last});
+        step(rows);
+        // Eight new sequences push the others out of the worker's 8 sessions: the next batched
+        // call meets a state mismatch and runs its items one by one, each replaying.
+        const size_t first_new = seqs.size();
+        for (size_t i = 0; i < 8; ++i) seqs.push_back(m.new_sequence({.ctx = 256}));
+        rows.clear();
+        for (size_t i = 0; i < 8; ++i) rows.push_back({first_new + i, take(2), Logits::Last});
+        step(rows);
+        rows.clear();
+        for (size_t i = 0; i < nseq; ++i) rows.push_back({i, take(1), Logits::Last});
+        step(rows);
+        return out;
+    };
+    auto whole = model::open(model_, {.threads = 1});
+    struct Case {
+        std::string coord;
+        std::vector<std::string> workers;
+        int64_t dist_chunk;
+    };
+    for (const Case& c : {Case{"0:2", {"3:output"}, 0}, Case{"0:1", {"2:3", "4:5"}, 4}}) {
+        SCOPED_TRACE(c.coord);
+        const uint16_t port = free_port();
+        std::vector<std::unique_ptr<Proc>> ws;
+        for (size_t i = 0; i < c.workers.size(); ++i)
+            ws.push_back(worker("bw" + std::to_string(i), c.workers[i], port, {"-c", "256"}));
+        pipeline::DistOptions d = coordinator_options(c.coord, port);
+        d.prefill_chunk = c.dist_chunk;
+        d.debug = true;
+        auto pm = pipeline::open_model(model_, {.threads = 1}, d);
+        for (size_t nseq : {2, 3, 4}) {
+            SCOPED_TRACE(nseq);
+            const auto want = run(*whole, nseq, false);
+            testing::internal::CaptureStderr();
+            const auto got = run(*pm, nseq, true);
+            const std::string err = testing::internal::GetCapturedStderr();
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == want[i]) << "call " << i << " differs";
+            const std::string line = fmt::format("batch of {} sequences", nseq);
+            size_t batches = 0;
+            for (size_t at = err.find(line); at != std::string::npos; at = err.find(line, at + 1)) ++batches;
+            // The decode steps and the rewound step at least; the prompts too without chunking.
+            EXPECT_GE(batches, c.dist_chunk == 0 ? 5u : 4u) << err;
+            if (nseq > 2) {
+                EXPECT_TRUE(contains(err, fmt::format("batch of {} sequences", nseq - 1))) << err;
+            }
+            EXPECT_TRUE(contains(err, "batch of 8 sequences")) << err;
+            EXPECT_TRUE(contains(err, "running its items alone")) << err;
+        }
+        for (auto& w : ws) EXPECT_TRUE(w->running()) << w->err();
+    }
+}
+
 // Session states across the route (SNAPSHOT frames): the merged state of coordinator 0:1 and
 // workers 2:3, 4:output is byte for byte the state one process saves, and loading it (or one
 // process's) into a fresh pipeline sequence continues with the same logits.

@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "dist/connection.h"
 #include "dist/protocol.h"
 #include "model/model.h"
+#include "pipeline/pipeline_model.h"
 #include "support/child_process.h"
 #include "support/tiny_model.h"
 #include "support/tool_run.h"
@@ -186,6 +188,101 @@ TEST_F(DistUpstreamPeer, OurWorkerServesAnUpstreamCoordinator) {
     EXPECT_EQ(r.kind, dist::ResultKind::logits);
     ASSERT_EQ(r.payload.size(), size_t(V) * 4);
     EXPECT_EQ(std::memcmp(r.payload.data(), want.data(), r.payload.size()), 0) << "logits differ from one process";
+    EXPECT_TRUE(wp->running()) << wp->err();
+}
+
+// Batched calls (issue 33) on a route with an upstream hop: the coordinator (in process) probes
+// for IDENTITY version 2, the upstream worker refuses the probe, and a call of two sequences
+// reaches it as two WORKs of one session each in upstream's dialect (no batch flag or record):
+// what upstream saw before batching.
+TEST_F(DistUpstreamPeer, ABatchedCallReachesAnUpstreamWorkerOneSessionPerWork) {
+    const uint32_t n = info_.n_layer;
+    const int64_t V = info_.n_vocab;
+    dist::Listener data("127.0.0.1", 0);
+    uint16_t port = 0;
+    {
+        dist::Listener probe("127.0.0.1", 0);
+        port = probe.port();
+    }
+    pipeline::DistOptions d;
+    d.role = pipeline::Role::coordinator;
+    d.layers = "0:1";
+    d.listen_host = "127.0.0.1";
+    d.listen_port = port;
+    d.route_timeout_s = 30;
+    auto opened = std::async(std::launch::async, [&] { return pipeline::open_model(model_, {.threads = 1}, d); });
+    Bytes hello = fixture("hello-worker-flash-q2-layers21-output.bin");
+    patch(hello, 2, 2);
+    patch(hello, 3, n - 1);
+    patch(hello, 6, 4096);
+    patch(hello, 7, n);
+    patch(hello, 8, data.port());
+    dist::Connection control(dist::connect_to("127.0.0.1", port, 100, 100));
+    control.send(hello);
+    const dist::Message probe = control.recv_message(30);
+    ASSERT_TRUE(std::holds_alternative<dist::Work>(probe));
+    EXPECT_EQ(std::get<dist::Work>(probe).flags, dist::kWorkIdentify);
+    EXPECT_EQ(std::get<dist::Work>(probe).pos0, dist::kIdentityVersion2);
+    control.send(fixture("result-error-work-flags-0x13.bin"));
+    auto pm = opened.get();
+
+    auto s0 = pm->new_sequence({.ctx = 64}), s1 = pm->new_sequence({.ctx = 64});
+    const std::vector<int32_t> t0 = {5, 17}, t1 = {3, 9, 11};
+    std::vector<float> l0(size_t(V), 1.f), l1(size_t(V), 1.f);
+    const model::BatchItem items[2] = {{s0.get(), t0, model::Logits::Last, l0.data()},
+                                       {s1.get(), t1, model::Logits::Last, l1.data()}};
+    auto evaluated = std::async(std::launch::async, [&] { pm->eval(model::Batch(items, 2)); });
+    dist::Connection work_conn(data.accept());
+    std::vector<uint64_t> sessions;
+    for (const auto& t : {t0, t1}) {
+        const dist::Message m = work_conn.recv_message(30);
+        ASSERT_TRUE(std::holds_alternative<dist::Work>(m));
+        const dist::Work& w = std::get<dist::Work>(m);
+        EXPECT_EQ(w.model_id, 0u);
+        EXPECT_EQ(w.flags, dist::kWorkInputHc | dist::kWorkOutputLogits);
+        EXPECT_TRUE(w.batch.empty());
+        EXPECT_EQ(w.tokens, t);
+        EXPECT_EQ(w.pos0, 0u);
+        sessions.push_back(w.session_id);
+        dist::Result r;
+        r.request_id = w.request_id;
+        r.result_hash = w.result_hash;
+        r.kind = dist::ResultKind::logits;
+        r.payload_bits = 32;
+        r.payload.assign(size_t(V) * 4, 0);
+        work_conn.send(dist::encode(r));
+    }
+    evaluated.get();
+    ASSERT_EQ(sessions.size(), 2u);
+    EXPECT_NE(sessions[0], sessions[1]);
+    EXPECT_EQ(l0, std::vector<float>(size_t(V), 0.f));
+    EXPECT_EQ(l1, std::vector<float>(size_t(V), 0.f));
+}
+
+// Our worker offers batched WORK (IDENTITY version 2) only to a prober that reads version 2
+// (the probe's pos0); an older coordinator of ours, whose probe has pos0 0, gets version 1.
+TEST_F(DistUpstreamPeer, OurWorkerOffersBatchedWorkOnlyToAProberThatReadsIt) {
+    dist::Listener coord("127.0.0.1", 0);
+    auto wp = std::make_unique<Proc>(
+        std::vector<std::string>{test::binary("ds4"), "-m", model_, "-t", "1", "--role", "worker", "--layers",
+                                 "2:output", "--coordinator", "127.0.0.1", std::to_string(coord.port()), "--listen",
+                                 "127.0.0.1", "0"},
+        dir_->file("wb.out"), dir_->file("wb.err"));
+    dist::Connection control(coord.accept());
+    ASSERT_TRUE(std::holds_alternative<dist::Hello>(control.recv_message(30))) << wp->err();
+    for (const uint32_t version : {0u, dist::kIdentityVersion2}) {
+        dist::Work probe;
+        probe.flags = dist::kWorkIdentify;
+        probe.pos0 = version;
+        probe.tokens = {0};
+        probe.result_hash = dist::token_hash(probe.prefix_hash, probe.tokens);
+        Bytes frame = dist::encode(probe);
+        control.send(frame);
+        const dist::Message m = control.recv_message(30);
+        ASSERT_TRUE(std::holds_alternative<dist::Identity>(m)) << wp->err();
+        EXPECT_EQ(std::get<dist::Identity>(m).features, version ? dist::kFeatureBatchedWork : 0u);
+        EXPECT_EQ(std::get<dist::Identity>(m).metadata_hash, info_.metadata_hash);
+    }
     EXPECT_TRUE(wp->running()) << wp->err();
 }
 

@@ -82,6 +82,40 @@ TEST(ServerParallel, ConcurrentRequestsEqualTheSameRequestsOneAtATime) {
     EXPECT_EQ(health["slots"]["busy"], 0);
 }
 
+// The scheduler's cost model (no --mixed-prefill-quantum; docs/SERVER.md, "Scheduler cost
+// model") cuts prompts by the measured step costs: with a tight stall bound the prompts joining
+// generating slots go in small pieces, and every request still gets what it gets alone.
+TEST(ServerParallel, TheCostModelKeepsConcurrentRequestsEqualToAlone) {
+    ServerProcess s({"--parallel", "3", "--ctx", "2048", "--max-decode-stall", "1.5"});
+    const std::string u = s.url() + "/v1/chat/completions";
+    constexpr int kRequests = 4;
+    std::vector<json> reqs;
+    for (int i = 0; i < kRequests; ++i)
+        reqs.push_back(greedy_chat("Cost model question " + std::to_string(i) + std::string(size_t(i) * 23, '?'),
+                                   12 + 4 * i, i % 2 == 1));
+    std::vector<std::string> alone(kRequests);
+    for (int i = 0; i < kRequests; ++i) {
+        const HttpResult r = post(u, reqs[size_t(i)]);
+        ASSERT_EQ(r.status, 200) << r.body;
+        alone[size_t(i)] = text_of(r, i % 2 == 1);
+        ASSERT_FALSE(alone[size_t(i)].empty()) << i;
+    }
+    const std::string m0 = http("GET", s.url() + "/metrics").body;
+    std::vector<std::thread> clients;
+    std::vector<HttpResult> results(kRequests);
+    for (int i = 0; i < kRequests; ++i)
+        clients.emplace_back([&, i] { results[size_t(i)] = post(u, reqs[size_t(i)]); });
+    for (auto& t : clients) t.join();
+    for (int i = 0; i < kRequests; ++i) {
+        ASSERT_EQ(results[size_t(i)].status, 200) << results[size_t(i)].body;
+        EXPECT_EQ(text_of(results[size_t(i)], i % 2 == 1), alone[size_t(i)]) << "request " << i;
+    }
+    const std::string m1 = http("GET", s.url() + "/metrics").body;
+    const uint64_t steps = metric(m1, "ds4_batch_steps_total") - metric(m0, "ds4_batch_steps_total");
+    const uint64_t seqs = metric(m1, "ds4_batch_sequences_total") - metric(m0, "ds4_batch_sequences_total");
+    EXPECT_GT(double(seqs) / double(steps), 1.5) << m1;
+}
+
 TEST(ServerParallel, AnEmptySlotIsPreferredOverAConversationSharingOnlyTheSystemPrompt) {
     ServerProcess s({"--parallel", "2", "--ctx", "2048"});
     const std::string u = s.url() + "/v1/chat/completions";

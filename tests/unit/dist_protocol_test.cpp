@@ -638,3 +638,140 @@ TEST(DistProtocol, IndependentlyWrittenDraftSeedsDecodeAndReencodeExactly) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace ds4::dist;
+
+// A batched WORK (flag kWorkBatch, issue 33): two sessions' rows, 3 + 2 tokens.
+Work sample_batch() {
+    Work w = sample_work();
+    w.tokens = {7, -1, 256, 9, 10};
+    w.input_hc.resize(5 * 8 * 2);
+    for (size_t i = 0; i < w.input_hc.size(); ++i) w.input_hc[i] = uint8_t(i * 5 + 3);
+    const std::span<const int32_t> t(w.tokens);
+    w.result_hash = token_hash(w.prefix_hash, t.subspan(0, 3));
+    w.flags = kWorkInputHc | kWorkOutputLogits | kWorkBatch;
+    w.batch = {{w.session_id, w.prefix_hash, w.result_hash, w.pos0, 3, kWorkOutputLogits},
+               {0x77, kTokenHashInit, token_hash(kTokenHashInit, t.subspan(3)), 0, 2,
+                kWorkOutputLogits | kWorkAllLogits}};
+    return w;
+}
+
+// The batch record's checks, each on its own field (offsets from the end of the frame: the
+// record is the payload's last 8 + 36 * items bytes), before anything is allocated.
+TEST(DistProtocol, BatchedWorkRoundTripsAndEveryFieldIsChecked) {
+    const Work w = sample_batch();
+    const Bytes f = encode(w);
+    const auto frames = read_all(f);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(decode_work(frames[0].payload), w);
+    // Byte by byte through the reader.
+    FrameReader r;
+    std::vector<Frame> got;
+    for (uint8_t b : f)
+        for (Frame& fr : r.feed(std::span(&b, 1))) got.push_back(std::move(fr));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(decode_work(got[0].payload), w);
+
+    const size_t rec = f.size() - 8 - 2 * kBatchItemBytes;
+    EXPECT_EQ(be32(f, rec), kBatchVersion);
+    EXPECT_EQ(be32(f, rec + 4), 2u);
+    EXPECT_EQ(be32(f, rec + 8 + 36 + 28), 2u);  // item 1's n_tokens
+    auto at = [&](size_t off, uint32_t v) {
+        Bytes b = f;
+        put_be32(b, rec + off, v);
+        return b;
+    };
+    expect_bad(at(0, 2), "batch record version 2, this build reads 1");
+    expect_bad(at(4, 1), "1 batch items, not 2..8");
+    expect_bad(at(4, 9), "9 batch items, not 2..8");
+    expect_bad(at(4, 0x40000000u), "1073741824 batch items, not 2..8");
+    // Within the bound but more items than bytes: refused on the count, before any item is read.
+    expect_bad(at(4, 3), "batch item_count declare 108 bytes after the fixed record, the payload has 72");
+    expect_bad(at(8 + 36 + 28, 0), "batch item 1 has no tokens");
+    expect_bad(at(8 + 36 + 28, 3), "the batch items hold 6 tokens, the WORK 5");
+    expect_bad(at(8 + 36 + 24, 0xFFFFFFFFu), "batch item 1: pos0 4294967295 + n_tokens 2 overflows u32");
+    expect_bad(at(8 + 36 + 32, 0x4), "batch item 1 has unknown flags 0x4");
+    expect_bad(at(8 + 36 + 32, kWorkAllLogits), "batch item 1: ALL_LOGITS without OUTPUT_LOGITS");
+    {
+        Bytes b = at(8 + 36 + 0, uint32_t(w.session_id >> 32));
+        put_be32(b, rec + 8 + 36 + 4, uint32_t(w.session_id));
+        expect_bad(b, "batch items 0 and 1 share a session");
+    }
+    expect_bad(at(8 + 24, 17), "batch item 0 differs from the WORK's session, hashes or pos0");
+    expect_bad(at(8 + 16, 1), "batch item 0 differs from the WORK's session, hashes or pos0");
+    // The WORK's own flags: OUTPUT_LOGITS exactly when an item asks, no per-item flag on it.
+    expect_bad(patch(f, 13, kWorkInputHc | kWorkBatch), "OUTPUT_LOGITS clear but a batch item asks for logits");
+    expect_bad(patch(f, 13, w.flags | kWorkResetSession), "BATCH with the WORK's own RESET_SESSION or ALL_LOGITS");
+    expect_bad(patch(f, 13, w.flags | kWorkAllLogits), "BATCH with the WORK's own RESET_SESSION or ALL_LOGITS");
+    {
+        Bytes b = at(8 + 32, 0);
+        put_be32(b, rec + 8 + 36 + 32, 0);
+        expect_bad(b, "OUTPUT_LOGITS set but no batch item asks for logits");
+    }
+    // The flag without the record, and the record without the flag.
+    expect_bad(patch(encode(sample_work()), 13, kWorkInputHc | kWorkOutputLogits | kWorkBatch),
+               "token_bytes + input_hc_bytes + route_bytes + batch record needs");
+    expect_bad(patch(f, 13, kWorkInputHc | kWorkOutputLogits), "token_bytes + input_hc_bytes + route_bytes declare");
+    // The encoder refuses what the decoder would.
+    Work bad = w;
+    bad.flags &= ~kWorkBatch;
+    EXPECT_THROW(encode(bad), ProtocolError);
+    bad = w;
+    bad.batch.pop_back();
+    EXPECT_THROW(encode(bad), ProtocolError);
+    bad = w;
+    bad.flags |= kWorkDraftRows;
+    bad.draft = DraftRequest{};
+    EXPECT_THROW(encode(bad), ProtocolError);
+    bad = w;
+    bad.batch.resize(kMaxBatchItems + 1, bad.batch.back());
+    EXPECT_THROW(encode(bad), ProtocolError);
+}
+
+// IDENTITY version 2 carries the features; with none it is exactly version 1 (what an older
+// coordinator of ours reads), and a version 2 without features is refused.
+TEST(DistProtocol, IdentityVersionTwoCarriesFeatures) {
+    Identity id{43, {}, "deepseek4"};
+    for (size_t i = 0; i < id.metadata_hash.size(); ++i) id.metadata_hash[i] = uint8_t(i * 3 + 2);
+    const Bytes v1 = encode(id);
+    EXPECT_EQ(be32(v1, kHeaderBytes), kIdentityVersion);
+    EXPECT_EQ(v1.size(), kHeaderBytes + kIdentityFixedBytes + 9);
+    id.features = kFeatureBatchedWork;
+    const Bytes v2 = encode(id);
+    EXPECT_EQ(be32(v2, kHeaderBytes), kIdentityVersion2);
+    EXPECT_EQ(be32(v2, kHeaderBytes + 12), kFeatureBatchedWork);
+    EXPECT_EQ(v2.size(), v1.size() + 4);
+    const auto frames = read_all(v2);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(decode_identity(frames[0].payload), id);
+    expect_bad(patch(v2, 3, 0), "version 2 with no features");
+    expect_bad(patch(v2, 0, 3), "IDENTITY: version 3");
+}
+
+// The batched seed of fuzz/corpus/dist_frame (fuzz/make_dist_corpus.py, written field by field
+// from docs/DISTRIBUTED.md's batch record) decodes to what it says and re-encodes exactly.
+TEST(DistProtocol, IndependentlyWrittenBatchSeedDecodesAndReencodesExactly) {
+    const std::filesystem::path dir = std::filesystem::path(DS4_SOURCE_DIR) / "fuzz/corpus/dist_frame";
+    for (const char* name : {"work_batch.bin", "identity_v2.bin"}) {
+        SCOPED_TRACE(name);
+        std::ifstream in(dir / name, std::ios::binary);
+        ASSERT_TRUE(in) << "missing seed";
+        const Bytes stream{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        const auto frames = read_all(stream);
+        ASSERT_EQ(frames.size(), 1u);
+        const Message m = decode(frames[0]);
+        EXPECT_EQ(encode_any(m), stream);
+        if (const auto* w = std::get_if<Work>(&m)) {
+            ASSERT_EQ(w->batch.size(), 3u);
+            EXPECT_EQ(w->tokens.size(), 4u);
+            EXPECT_EQ(w->batch[1].n_tokens, 2u);
+            EXPECT_EQ(w->batch[2].flags, kWorkOutputLogits | kWorkAllLogits);
+        } else {
+            EXPECT_EQ(std::get<Identity>(m).features, kFeatureBatchedWork);
+        }
+    }
+}
+
+}  // namespace

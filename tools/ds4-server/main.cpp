@@ -212,9 +212,13 @@ int main(int argc, char** argv) {
                    "(default 1)")
         ->check(CLI::Range(1, 256))->option_text("N")->group("Model and runtime");
     app.add_option("--mixed-prefill-quantum", o.server.scheduler.quantum,
-                   "Prompt tokens a slot evaluates per step while other slots generate, so their "
-                   "streams keep flowing (default 128)")
+                   "Prompt tokens a slot evaluates per step while other slots generate (default: "
+                   "chosen by the cost model within --max-decode-stall; N fixes the piece)")
         ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Model and runtime");
+    app.add_option("--max-decode-stall", o.server.scheduler.max_decode_stall,
+                   "A step that reads prompts beside generating slots may take up to F times "
+                   "their step alone, by the measured cost of a step (default 4)")
+        ->check(CLI::Range(1.0, 1000.0))->option_text("F")->group("Model and runtime");
     app.add_option("--max-queue", o.server.scheduler.max_queue,
                    "Requests waiting for a free slot; beyond, 503 with Retry-After (default 64)")
         ->check(CLI::Range(0, 1000000))->option_text("N")->group("HTTP limits");
