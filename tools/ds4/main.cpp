@@ -15,6 +15,7 @@
 #include "frontend/run.h"
 #include "frontend/startup.h"
 #include "generate.h"
+#include "imatrix_cli.h"
 #include "inspect.h"
 #include "interactive.h"
 #include "options.h"
@@ -136,6 +137,7 @@ ParseResult parse_options(int argc, char** argv) {
     pipeline::add_dist_flags(app, o.dist);
     frontend::add_steering_flags(app, o.steering);
     add_diagnostic_flags(app, o);
+    add_imatrix_flags(app, o.imatrix);
     app.footer(kFooter);
     if (!help_topic.empty()) {
         print_help_topic(app, help_topic, kCommands);
@@ -193,6 +195,10 @@ void require_model(const Options& o) {
 }
 
 int run(const Options& o) {
+    if (o.imatrix.wanted()) {
+        require_model(o);
+        return run_imatrix(o);
+    }
     switch (o.mode) {
         case Mode::Inspect:
             require_model(o);

@@ -9,6 +9,7 @@
 #include "chat/format.h"
 #include "chat/render.h"
 #include "frontend/model_options.h"
+#include "imatrix_cli.h"
 #include "speculative/options.h"
 
 namespace ds4::cli {
@@ -48,6 +49,7 @@ struct Options : frontend::ModelOptions {
     int decode_consistency = 0;    // --decode-consistency N
     bool raw_prompt = false;       // --raw-prompt
     int power = 100;               // --power N
+    ImatrixOptions imatrix;        // --imatrix-* (imatrix_cli.h)
 };
 
 // Parses argv. Returns the options, or an exit code when parsing ends the run (--help
