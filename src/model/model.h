@@ -30,6 +30,7 @@
 #include "common/thread_pool.h"
 #include "gguf/reader.h"
 #include "model/decision_log.h"
+#include "model/expert_observer.h"
 #include "model/expert_source.h"
 #include "model/layer_range.h"
 #include "model/steering.h"
@@ -95,6 +96,9 @@ public:
     // by the caller to the model's n_layer x n_embd.
     void set_sublayer_capture(SublayerCapture* c) { capture_ = c; }
     SublayerCapture* sublayer_capture() const { return capture_; }
+    // Optional look at the routed experts' inputs of every row (model/expert_observer.h).
+    void set_expert_observer(ExpertObserver* o) { observer_ = o; }
+    ExpertObserver* expert_observer() const { return observer_; }
 
 protected:
     explicit Sequence(SequenceOptions opt) : opt_(opt) {}
@@ -105,6 +109,7 @@ protected:
     std::vector<int32_t> tokens_;  // every position evaluated, in order
     DecisionLog* log_ = nullptr;
     SublayerCapture* capture_ = nullptr;
+    ExpertObserver* observer_ = nullptr;
 };
 
 // Which logits a batch item wants.

@@ -22,53 +22,8 @@ namespace {
 using namespace ds4::quant;
 using ggml_fit::nearest_int;
 
-constexpr float kGroupMaxEps = 1e-15f;
-
 // The f16 fields go through f16 and back before the codes are refit, as ggml's do.
 inline float f16_round(uint16_t h) { return f16_to_f32(h); }
-
-void q8_0_row(const float* x, BlockQ8_0* y, int64_t n) {
-    for (int64_t b = 0; b < n / kQK8_0; ++b, x += kQK8_0) {
-        float amax = 0;
-        for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
-        y[b].d = f32_to_f16(d);
-        for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = int8_t(std::roundf(x[j] * id));
-    }
-}
-
-void q4_0_row(const float* x, BlockQ4_0* y, int64_t n, const float* qw_row) {
-    if (!qw_row) {
-        for (int64_t b = 0; b < n / kQK4_0; ++b, x += kQK4_0) {
-            float amax = 0, max = 0;
-            for (int j = 0; j < kQK4_0; ++j)
-                if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
-            const float d = max / -8;
-            const float id = d != 0 ? 1.0f / d : 0.0f;
-            y[b].d = f32_to_f16(d);
-            for (int j = 0; j < kQK4_0 / 2; ++j) {
-                const uint8_t lo = uint8_t(std::min(15, int(int8_t(x[j] * id + 8.5f))));
-                const uint8_t hi = uint8_t(std::min(15, int(int8_t(x[j + 16] * id + 8.5f))));
-                y[b].qs[j] = uint8_t(lo | (hi << 4));
-            }
-        }
-        return;
-    }
-    // With importance: sigma^2 over the whole row, weights qw sqrt(sigma^2 + x^2).
-    float sum_x2 = 0;
-    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
-    const float sigma2 = sum_x2 / float(n);
-    float w[kQK4_0];
-    int8_t L[kQK4_0];
-    for (int64_t b = 0; b < n / kQK4_0; ++b) {
-        const float* xb = x + kQK4_0 * b;
-        const float* qw = qw_row + kQK4_0 * b;
-        for (int j = 0; j < kQK4_0; ++j) w[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
-        y[b].d = f32_to_f16(ggml_fit::fit_symmetric(kQK4_0, 8, xb, L, w));
-        for (int j = 0; j < 16; ++j) y[b].qs[j] = uint8_t(L[j] | (L[j + 16] << 4));
-    }
-}
 
 // Q4_K / Q5_K 6-bit scale and min packing (8 sub-blocks of 32).
 void pack_scales_k4(uint8_t* s, const uint8_t* ls, const uint8_t* lm) {
@@ -161,10 +116,11 @@ void q4_k_row(const float* x, BlockQ4_K* y, int64_t n, const float* qw) {
     }
 }
 
+// With importance only: without it ggml's reference is the engine's quantize_q5_k.
 void q5_k_row(const float* x, BlockQ5_K* y, int64_t n, const float* qw) {
     uint8_t L[kQK_K];
     for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
-        fit_k4_scales(x, 31, qw ? qw + kQK_K * b : nullptr, L, y[b].scales, y[b].d, y[b].dmin);
+        fit_k4_scales(x, 31, qw + kQK_K * b, L, y[b].scales, y[b].d, y[b].dmin);
         uint8_t* qh = y[b].qh;
         uint8_t* ql = y[b].qs;
         std::memset(qh, 0, kQK_K / 8);
@@ -177,43 +133,6 @@ void q5_k_row(const float* x, BlockQ5_K* y, int64_t n, const float* qw) {
                 ql[j] = uint8_t(l1 | (l2 << 4));
             }
             m1 = uint8_t(m1 << 2), m2 = uint8_t(m2 << 2);
-        }
-    }
-}
-
-void q6_k_row(const float* x, BlockQ6_K* y, int64_t n, const float* qw) {
-    int8_t L[kQK_K];
-    float scales[16];
-    for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int g = 0; g < 16; ++g) {
-            // ggml passes the importance as it is here (no sigma term).
-            scales[g] = ggml_fit::fit_symmetric(16, 32, x + 16 * g, L + 16 * g, qw ? qw + kQK_K * b + 16 * g : nullptr);
-            if (std::fabs(scales[g]) > max_abs_scale) max_abs_scale = std::fabs(scales[g]), max_scale = scales[g];
-        }
-        if (max_abs_scale < kGroupMaxEps) {
-            std::memset(&y[b], 0, sizeof(BlockQ6_K));
-            continue;
-        }
-        const float iscale = -128.f / max_scale;
-        y[b].d = f32_to_f16(1 / iscale);
-        for (int g = 0; g < 16; ++g) y[b].scales[g] = int8_t(std::min(127, nearest_int(iscale * scales[g])));
-        for (int g = 0; g < 16; ++g) {
-            const float d = f16_round(y[b].d) * float(y[b].scales[g]);
-            if (d == 0) continue;
-            for (int i = 0; i < 16; ++i) L[16 * g + i] = int8_t(std::clamp(nearest_int(x[16 * g + i] / d), -32, 31) + 32);
-        }
-        uint8_t* ql = y[b].ql;
-        uint8_t* qh = y[b].qh;
-        for (int j = 0; j < kQK_K; j += 128, ql += 64, qh += 32) {
-            for (int l = 0; l < 32; ++l) {
-                const int q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF;
-                const int q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
-                ql[l] = uint8_t(q1 | (q3 << 4));
-                ql[l + 32] = uint8_t(q2 | (q4 << 4));
-                qh[l] = uint8_t((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
-                                ((L[j + l + 96] >> 4) << 6));
-            }
         }
     }
 }
@@ -290,16 +209,18 @@ void quantize_rows(TensorType t, const float* src, void* dst, int64_t nrows, int
         const float* x = src + r * n_per_row;
         uint8_t* out = static_cast<uint8_t*>(dst) + size_t(r) * rb;
         switch (t) {
-            case TensorType::Q8_0: q8_0_row(x, reinterpret_cast<BlockQ8_0*>(out), n_per_row); break;
-            case TensorType::Q4_0: q4_0_row(x, reinterpret_cast<BlockQ4_0*>(out), n_per_row, importance); break;
             case TensorType::Q2_K: q2_k_row(x, reinterpret_cast<BlockQ2_K*>(out), n_per_row, importance); break;
             case TensorType::Q4_K: q4_k_row(x, reinterpret_cast<BlockQ4_K*>(out), n_per_row, importance); break;
-            case TensorType::Q5_K: q5_k_row(x, reinterpret_cast<BlockQ5_K*>(out), n_per_row, importance); break;
-            case TensorType::Q6_K: q6_k_row(x, reinterpret_cast<BlockQ6_K*>(out), n_per_row, importance); break;
+            case TensorType::Q5_K:  // the engine's is ggml's reference, not its imatrix quantizer
+                if (importance) q5_k_row(x, reinterpret_cast<BlockQ5_K*>(out), n_per_row, importance);
+                else quant::quantize_row(t, x, out, n_per_row, nullptr);
+                break;
             case TensorType::IQ2_XXS:
                 if (importance) iq2_xxs_row_ggml(x, out, n_per_row, importance);
                 else quant::quantize_row(t, x, out, n_per_row, nullptr);
                 break;
+            // Q8_0, Q4_0 and Q6_K: the engine's quantizers are ggml's, with and without importance
+            // (tests/oracle/quant_*_oracle_test.cpp); F32/F16/BF16 conversions; MXFP4.
             default: quant::quantize_row(t, x, out, n_per_row, importance); break;
         }
     }

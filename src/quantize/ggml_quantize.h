@@ -9,7 +9,8 @@
 // Exact for Q8_0, Q4_0, Q2_K, Q4_K, Q5_K, Q6_K and IQ2_XXS; F32, F16 and BF16 are
 // conversions (exact by definition). ggml's IQ2_XXS needs importance weights: without them
 // (ggml would abort) this falls back to the engine's quantizer (unit weights). MXFP4 is the
-// engine's. ggml_exact() says which. tests/oracle/quantize_ggml_oracle_test.cpp holds the
+// engine's. ggml_exact() says which. Q8_0, Q4_0, Q6_K and Q5_K without importance are the
+// engine's quantizers (quant/), which write ggml's bytes; the rest is ggml's fit written here. tests/oracle/quantize_ggml_oracle_test.cpp holds the
 // bytes equal.
 #pragma once
 

@@ -16,6 +16,7 @@
 #include "frontend/run.h"
 #include "frontend/startup.h"
 #include "generate.h"
+#include "imatrix_cli.h"
 #include "inspect.h"
 #include "interactive.h"
 #include "logprobs.h"
@@ -144,6 +145,7 @@ ParseResult parse_options(int argc, char** argv) {
     frontend::add_steering_flags(app, o.steering);
     add_diagnostic_flags(app, o);
     add_logprob_flags(app, o.logprob);
+    add_imatrix_flags(app, o.imatrix);
     app.footer(kFooter);
     if (!help_topic.empty()) {
         print_help_topic(app, help_topic, kCommands);
@@ -219,6 +221,10 @@ int run(const Options& o) {
     if (o.logprob.active() && o.mode != Mode::Worker && o.mode != Mode::Inspect) {
         require_model(o);
         return run_logprob_mode(o);
+    }
+    if (o.imatrix.wanted()) {
+        require_model(o);
+        return run_imatrix(o);
     }
     switch (o.mode) {
         case Mode::Inspect:

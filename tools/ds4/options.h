@@ -12,6 +12,7 @@
 #include "chat/render.h"
 #include "frontend/model_options.h"
 #include "logprob_options.h"
+#include "imatrix_cli.h"
 #include "speculative/options.h"
 
 namespace ds4::cli {
@@ -55,6 +56,7 @@ struct Options : frontend::ModelOptions {
     bool raw_prompt = false;       // --raw-prompt
     int power = 100;               // --power N
     LogprobOptions logprob;        // --logprob-vectors, --perplexity-file, --dump-logprobs (logprobs.h)
+    ImatrixOptions imatrix;        // --imatrix-* (imatrix_cli.h)
 };
 
 // Parses argv. Returns the options, or an exit code when parsing ends the run (--help

@@ -37,7 +37,9 @@ public:
         }
     }
 
-    ExpertOutputs outputs() const { return {yk_, s_.shared ? ysh_ : nullptr, n_, K_, D_}; }
+    ExpertOutputs outputs() const {
+        return {yk_, s_.shared ? ysh_ : nullptr, n_, K_, D_, g_, s_.shared ? gs_ : nullptr, F_, FS_};
+    }
 
 private:
     // Slot t*K+k is row t's k-th chosen expert; each expert's slots in row order.

@@ -45,6 +45,10 @@ struct ExpertOutputs {
     const float* routed = nullptr;  // [n*K][D]: slot t*K+k is row t's k-th chosen expert (unweighted)
     const float* shared = nullptr;  // [n][D], or null without a shared expert
     int64_t n = 0, n_used = 0, width = 0;
+    // The down projections' inputs before their activation format (model/expert_observer.h):
+    const float* hidden = nullptr;         // [n*K][ff] slot t*K+k's SwiGLU row
+    const float* shared_hidden = nullptr;  // [n][ff_shared], or null
+    int64_t ff = 0, ff_shared = 0;
 };
 
 // Runs the experts routes[t].chosen of each of the n rows of v ([n][D], the FFN input) and the

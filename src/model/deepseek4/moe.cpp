@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "model/blocks/expert_observe.h"
 #include "model/blocks/routed_ffn.h"
 #include "model/blocks/router.h"
 #include "model/deepseek4/forward.h"
@@ -137,7 +138,10 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
         edit.apply(t, edited.data());
         ops::hc_post(mixes[size_t(t)], edited.data(), X + t * HCD, D);
     });
-    if (ctx.trunk) blocks::log_routes(ctx.rows, uint32_t(w.index), c.n_layer, routes);
+    if (ctx.trunk) {
+        blocks::log_routes(ctx.rows, uint32_t(w.index), c.n_layer, routes);
+        blocks::observe_experts(ctx.rows, uint32_t(w.index), E, v, routes, out);
+    }
 }
 
 }  // namespace ds4::deepseek4

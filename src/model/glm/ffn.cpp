@@ -4,6 +4,7 @@
 // The router, the expert executor and the SwiGLU network are the family-neutral blocks.
 #include <limits>
 
+#include "model/blocks/expert_observe.h"
 #include "model/blocks/routed_ffn.h"
 #include "model/blocks/router.h"
 #include "model/blocks/swiglu_ffn.h"
@@ -52,7 +53,10 @@ void routed(const LayerContext& ctx, const LayerWeights& w, const float* v, floa
         }
         for (int64_t i = 0; i < D; ++i) X[t * D + i] += F[i];
     });
-    if (ctx.trunk) blocks::log_routes(ctx.rows, uint32_t(w.index), c.n_layer, routes);
+    if (ctx.trunk) {
+        blocks::log_routes(ctx.rows, uint32_t(w.index), c.n_layer, routes);
+        blocks::observe_experts(ctx.rows, uint32_t(w.index), E, v, routes, out);
+    }
 }
 
 }  // namespace
