@@ -109,6 +109,7 @@ void Runner::generate(Outcome& o, const std::vector<int32_t>& prompt, const std:
     bool reasoning = o.thinking;
     const auto emit = [&](int32_t id) {
         ids.push_back(id);
+        if (opt_.after_token) opt_.after_token();
         const std::string piece = dec.push(id);
         o.output += piece;
         if (sink && !piece.empty()) sink(piece, reasoning);

@@ -53,6 +53,7 @@ struct RunOptions {
     sampling::SamplerParams sampling{.temperature = 0};
     int max_draft = 0;  // speculative decoding (--mtp)
     std::string system;
+    std::function<void()> after_token = {};  // called after each generated token (--power)
 };
 
 struct Outcome {

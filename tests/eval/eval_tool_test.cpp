@@ -174,6 +174,9 @@ TEST_F(EvalTool, FlagsAndCaseCommands) {
     r = run_command({binary("ds4-eval"), "-n", "100", "--hard-limit-reply-budget", "100"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.output.find("must be smaller than -n"), std::string::npos) << r.output;
+    r = run_command({binary("ds4-eval"), "--power", "0", "--list-cases"});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.output.find("--power"), std::string::npos) << r.output;
     r = run_command({binary("ds4-eval"), "--case-sequence", "99", "--list-cases"});
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.output.find("--case-sequence"), std::string::npos) << r.output;
@@ -181,7 +184,7 @@ TEST_F(EvalTool, FlagsAndCaseCommands) {
     EXPECT_EQ(r.exit_code, 0);
     for (const char* flag : {"--questions", "--case-sequence", "--trace", "--regrade-trace", "--soft-limit-reply-budget",
                              "--hard-limit-reply-budget", "--plain", "--self-test-extractors", "--cases", "--ssd-streaming",
-                             "--mtp", "--threads", "--json-report"})
+                             "--mtp", "--threads", "--json-report", "--power", "--warm-weights", "--dir-steering-file"})
         EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
 

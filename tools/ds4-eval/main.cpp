@@ -26,6 +26,7 @@
 #include "eval/report.h"
 #include "eval/runner.h"
 #include "eval/trace.h"
+#include "frontend/instance.h"
 #include "frontend/run.h"
 #include "frontend/startup.h"
 #include "gguf/reader.h"
@@ -110,7 +111,8 @@ public:
                             .sampling = {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p.value_or(d.top_p),
                                          .min_p = o.min_p.value_or(d.min_p),
                                          .seed = o.seed ? *o.seed : (uint64_t(std::random_device{}()) << 32 | std::random_device{}())},
-                            .max_draft = spec_ ? spec_->max_draft() : 0, .system = o.system};
+                            .max_draft = spec_ ? spec_->max_draft() : 0, .system = o.system,
+                            .after_token = [this] { duty_.step(); }};
         runner_ = std::make_unique<eval::Runner>(*engine_, *format_, ro);
         if (!o.script_replies.empty())
             for (const std::string& s : read_script(o.script_replies))
@@ -149,6 +151,7 @@ private:
     const eval::Outcome& run_case(size_t i, const eval::Runner::Sink& sink, const engine::Progress& progress) {
         const std::vector<int32_t>* script = ran_ < script_.size() ? &script_[ran_] : nullptr;
         ++ran_;
+        duty_ = frontend::DutyCycle(o_.power);  // the duty cycle counts from the case's start
         outcomes_[i] = runner_->run(cases_[i], script, sink, progress, &g_cancel);
         if (trace_) trace_->write(int(i), int(cases_.size()), cases_[i], outcomes_[i], runner_->options().system);
         return outcomes_[i];
@@ -188,6 +191,7 @@ private:
     std::unique_ptr<eval::TraceWriter> trace_;
     std::vector<std::vector<int32_t>> script_;
     size_t ran_ = 0;
+    frontend::DutyCycle duty_{o_.power};
     std::vector<eval::Outcome> outcomes_;
 };
 

@@ -56,6 +56,8 @@ ParseResult parse_options(int argc, char** argv) {
     speculative::add_flags(app, o.spec, "Speculative decoding");
     pipeline::add_dist_flags(app, o.dist);
     frontend::add_steering_flags(app, o.steering);
+    app.add_option("--power", o.power, "Duty cycle 1..100: sleep between tokens (default 100; output unchanged)")
+        ->check(CLI::Range(1, 100))->option_text("N")->group("Model and runtime");
 
     std::string g = "Cases";
     app.add_option("--cases", o.cases, "Read the cases from FILE (JSONL or TSV, docs/EVAL.md; default: the built-in set)")

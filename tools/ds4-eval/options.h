@@ -38,6 +38,7 @@ struct Options : frontend::ModelOptions {
     std::string trace, regrade_trace, json_report;
     bool plain = false;
     int pause_ms = 350;
+    int power = 100;                    // --power N
     bool self_test = false;
     std::string script_replies;         // --script-replies FILE (test hook)
 };
