@@ -63,6 +63,9 @@ public:
     // Samples from the ready logits, reports each id to on_token (return false to stop after
     // it), evaluates it and samples again, until a StopReason. Requires a sync() first.
     GenerateResult generate(const GenerateOptions& opt, const std::function<bool(int32_t)>& on_token);
+    // Inside generate()'s on_token: the logits the reported token was sampled from
+    // (Generator::token_logits; ds4-eval's soft thinking budget reads the rank of </think>).
+    std::span<const float> token_logits() const { return gen_.token_logits(); }
     // What the last sync() and generate() did (drafted and accepted tokens included).
     const GeneratorUsage& usage() const { return gen_.usage(); }
     // The speculative drafter mirroring the session (Generator::set_drafter); requests use it

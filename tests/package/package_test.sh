@@ -41,7 +41,7 @@ done < <(tr ',' '\n' <<<"$depends" | sed 's/(.*//; s/|.*//; s/ //g' | grep .)
 
 # 3. The files: tools, man pages, docs, tokenizer; nothing from the tests or benchmarks.
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./||' >"$tmp/files"
-tools="ds4 ds4-server ds4-bench ds4-gguf-gen ds4-gguf-split ds4-quantize ds4-splice ds4-score ds4-agent ds4-steer-build"
+tools="ds4 ds4-server ds4-bench ds4-gguf-gen ds4-gguf-split ds4-quantize ds4-splice ds4-score ds4-agent ds4-steer-build ds4-eval"
 for t in $tools; do
   grep -qx "usr/bin/$t" "$tmp/files" || fail "usr/bin/$t missing"
   grep -qx "usr/share/man/man1/$t.1.gz" "$tmp/files" || fail "man page of $t missing"
