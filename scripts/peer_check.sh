@@ -2,7 +2,7 @@
 # The upstream peer check (issue 38, docs/PEER_CHECK.md): our forward pass and upstream ds4's
 # CPU path on the same Flash-layout file, last position's logits compared.
 #
-#   scripts/peer_check.sh UPSTREAM_CHECKOUT [--step NAME | --hole NAMES] [--diag LIST]
+#   scripts/peer_check.sh UPSTREAM_CHECKOUT [--step NAME | --hole NAMES] [--diag LIST | --env VAR=VALUE]
 #                         [--work DIR] [--prompt TEXT] [--ours-only] [--keep]
 #
 # UPSTREAM_CHECKOUT is a checkout of upstream ds4 (antirez/ds4, or a fork; checked with
@@ -18,7 +18,9 @@
 #   ffn     both experts, no attention
 #   full    the whole model
 # --diag LIST runs ours a second time with DS4_PEER_DIAG=LIST (src/model/deepseek4/peer_diag.h,
-# e.g. kv_f16) and prints that run against upstream and against ours. --ours-only reuses the
+# e.g. kv_f16) and prints that run against upstream and against ours; --env VAR=VALUE does the
+# same with another variable (DS4_GGML_COMPAT=1: only the dots' summation order changes, which
+# measures how far this random model carries a rounding-level difference). --ours-only reuses the
 # upstream logits already in the work dir. The file (~4-10 GiB of data, ~81 GiB apparent) is
 # deleted at the end unless --keep. Needs our build in build/ (ds4, ds4-gguf-gen) and the real
 # tokenizer (scripts/setup.sh).
@@ -40,7 +42,8 @@ while [ $# -gt 0 ]; do
         --prompt) prompt="$2"; shift 2 ;;
         --hole) holes="$2"; shift 2 ;;
         --step) step="$2"; shift 2 ;;
-        --diag) diag="$2"; shift 2 ;;
+        --diag) diag="DS4_PEER_DIAG=$2"; shift 2 ;;
+        --env) diag="$2"; shift 2 ;;
         --ours-only) ours_only=1; shift ;;
         --keep) keep=1; shift ;;
         *) echo "peer_check: unknown argument $1" >&2; exit 2 ;;
@@ -102,8 +105,8 @@ fi
 DS4_PEER_DIAG= "$bin/ds4" -m "$model" -t "$threads" --token-ids "$work/ours-tokens.txt" \
     --dump-logits-f32 "$work/ours-logits.f32" >/dev/null 2>"$work/ours.err" || { tail -20 "$work/ours.err"; exit 1; }
 if [ -n "$diag" ]; then
-    echo "== ours with DS4_PEER_DIAG=$diag" >&2
-    DS4_PEER_DIAG="$diag" "$bin/ds4" -m "$model" -t "$threads" --token-ids "$work/ours-tokens.txt" \
+    echo "== ours with $diag" >&2
+    env DS4_PEER_DIAG= "$diag" "$bin/ds4" -m "$model" -t "$threads" --token-ids "$work/ours-tokens.txt" \
         --dump-logits-f32 "$work/ours-diag-logits.f32" >/dev/null 2>"$work/ours-diag.err" ||
         { tail -20 "$work/ours-diag.err"; exit 1; }
 fi
@@ -146,6 +149,6 @@ o = last_row(f"{work}/ours-logits.f32")
 compare("ours vs upstream", o, u)
 if diag:
     d = last_row(f"{work}/ours-diag-logits.f32")
-    compare(f"ours with DS4_PEER_DIAG={diag} vs upstream", d, u)
-    compare(f"ours vs ours with DS4_PEER_DIAG={diag}", o, d)
+    compare(f"ours with {diag} vs upstream", d, u)
+    compare(f"ours vs ours with {diag}", o, d)
 EOF
