@@ -1,9 +1,10 @@
 // The peer check's diagnostic switches (src/model/deepseek4/peer_diag.h; issue 38): off they
-// leave the logits bit for bit as they were; kv_f16 rounds the stored KV rows to f16, which
-// moves the logits by a rounding's worth (neither nothing nor far); DS4_PEER_DIAG reaches the
-// CLI and refuses an unknown switch.
+// leave the logits bit for bit as they were; kv_f16 (KV rows rounded to f16) and router_f32 (the
+// F16 router's product with f32 activations) each move the logits by a rounding's worth (neither
+// nothing nor far); DS4_PEER_DIAG reaches the CLI and refuses an unknown switch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -42,6 +43,9 @@ TEST(PeerDiag, ParsesNamesAndRefusesUnknownOnes) {
     EXPECT_FALSE(deepseek4::parse_peer_diag("").kv_f16);
     EXPECT_TRUE(deepseek4::parse_peer_diag("kv_f16").kv_f16);
     EXPECT_TRUE(deepseek4::parse_peer_diag(",kv_f16,").kv_f16);
+    const PeerDiag both = deepseek4::parse_peer_diag("router_f32,kv_f16");
+    EXPECT_TRUE(both.kv_f16 && both.router_f32);
+    EXPECT_FALSE(deepseek4::parse_peer_diag("kv_f16").router_f32);
     EXPECT_THROW(deepseek4::parse_peer_diag("kv_f16,kv_bf16"), Error);
 }
 
@@ -55,15 +59,18 @@ TEST(PeerDiag, RoundToF16IsTheF16RoundTrip) {
     EXPECT_NE(x[2], 3.14159265f);
 }
 
-TEST(PeerDiag, KvF16MovesTheLogitsByARoundingAndOffIsUnchanged) {
+// Logits off, on (the switch `on`), off again on a tiny model written with `extra` flags: off
+// equals off bit for bit; on moves the logits, by less than 5% of their std.
+void expect_rounding_sized(const std::vector<std::string>& extra, const PeerDiag& on_diag) {
     test::TempDir dir;
-    const std::string path = test::generate_model(dir, "tiny.gguf", {"--preset", "tiny", "--seed", "38"});
-    auto m = model::open(path, {});
+    std::vector<std::string> args = {"--preset", "tiny", "--seed", "38"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto m = model::open(test::generate_model(dir, "tiny.gguf", args), {});
     const std::vector<int32_t> ids = test::random_token_ids(20, 512, 38);
     DiagGuard guard;
     deepseek4::set_peer_diag({});
     const std::vector<float> off = last_logits(*m, ids);
-    deepseek4::set_peer_diag({.kv_f16 = true});
+    deepseek4::set_peer_diag(on_diag);
     const std::vector<float> on = last_logits(*m, ids);
     deepseek4::set_peer_diag({});
     const std::vector<float> off_again = last_logits(*m, ids);
@@ -78,8 +85,16 @@ TEST(PeerDiag, KvF16MovesTheLogitsByARoundingAndOffIsUnchanged) {
         max_diff = std::max(max_diff, double(std::fabs(on[i] - off[i])));
     }
     const double sd = std::sqrt(var / double(off.size()));
-    EXPECT_GT(max_diff, 0.0) << "kv_f16 changed nothing";
-    EXPECT_LT(max_diff, 0.05 * sd) << "kv_f16 moved the logits by more than a rounding";
+    EXPECT_GT(max_diff, 0.0) << "the switch changed nothing";
+    EXPECT_LT(max_diff, 0.05 * sd) << "the switch moved the logits by more than a rounding";
+}
+
+TEST(PeerDiag, KvF16MovesTheLogitsByARoundingAndOffIsUnchanged) {
+    expect_rounding_sized({}, {.kv_f16 = true});
+}
+
+TEST(PeerDiag, RouterF32MovesTheLogitsByARoundingAndOffIsUnchanged) {
+    expect_rounding_sized({"--type", "router=f16"}, {.router_f32 = true});
 }
 
 TEST(PeerDiag, EnvironmentReachesTheCliAndUnknownSwitchesFail) {
