@@ -21,13 +21,13 @@
 # e.g. kv_f16) and prints that run against upstream and against ours; --env VAR=VALUE does the
 # same with another variable (DS4_GGML_COMPAT=1: only the dots' summation order changes, which
 # measures how far this random model carries a rounding-level difference). --ours-only reuses the
-# upstream logits already in the work dir. The file (~4-10 GiB of data, ~81 GiB apparent) is
+# upstream logits already in the work dir. The file (3-10 GiB of data, ~81 GiB apparent) is
 # deleted at the end unless --keep. Needs our build in build/ (ds4, ds4-gguf-gen) and the real
 # tokenizer (scripts/setup.sh).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
-[ $# -ge 1 ] || { sed -n 2,25p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,26p "$0"; exit 2; }
 up="$(cd "$1" && pwd)"; shift
 work="${TMPDIR:-/tmp}/ds4-peer-check"
 prompt="The capital of France is"
