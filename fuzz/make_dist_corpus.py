@@ -2,7 +2,8 @@
 """Writes the seed corpus of fuzz/dist_frame_fuzz.cpp into fuzz/corpus/dist_frame/: byte streams
 of the pipeline wire protocol (docs/DISTRIBUTED.md, PRODUCT.md §7.2) built field by field from
 the frame table, independently of our C++ encoder: a valid frame of each of the nine types (some
-types twice), a stream of several frames, and a few broken ones. Re-running rewrites the seeds
+types twice) and of our IDENTITY (64), the IDENTIFY probe and its two answers, streams of several
+frames, and a few broken ones. Re-running rewrites the seeds
 with identical bytes; inputs the fuzzer found (crash-*, kept after the fix) are left alone.
 
   fuzz/make_dist_corpus.py [OUT_DIR]
@@ -30,8 +31,8 @@ def tokens(ts):
     return b"".join(u32(t) for t in ts)
 
 
-def hello(name=b"deepseek-v4-flash", start=22, end=42, out=1, hidden=1, port=7001):
-    return frame(1, u32(3, 4, start, end, out, hidden, 65536, 43, port, len(name)) + name)
+def hello(name=b"deepseek-v4-flash", start=22, end=42, out=1, hidden=1, port=7001, model_id=3, quant_bits=4):
+    return frame(1, u32(model_id, quant_bits, start, end, out, hidden, 65536, 43, port, len(name)) + name)
 
 
 def route(entries, ret=True):
@@ -43,9 +44,9 @@ def route(entries, ret=True):
     return b
 
 
-def work(toks, hc=b"", bits=0, flags=0, entries=(), ret=True, index=0, pos0=0, draft=b""):
+def work(toks, hc=b"", bits=0, flags=0, entries=(), ret=True, index=0, pos0=0, draft=b"", model_id=3):
     blob = route(entries, ret) if entries or ret else b""
-    fixed = (u32(3) + u64(0x0123456789ABCDEF) + u64(77) + u64(0x1111222233334444) + u64(0x5555666677778888) +
+    fixed = (u32(model_id) + u64(0x0123456789ABCDEF) + u64(77) + u64(0x1111222233334444) + u64(0x5555666677778888) +
              u32(pos0, len(toks), 0, 20, flags, 4 * len(toks), len(hc), bits, len(entries), index, len(blob)))
     return frame(3, fixed + tokens(toks) + hc + blob + draft)
 
@@ -71,10 +72,16 @@ def telemetry(*vs):
     return u32(*vs)
 
 
-def result(kind, bits, payload, tele=(), draft=b""):
+def result(kind, bits, payload, tele=(), draft=b"", status=0):
     t = b"".join(tele)
-    return frame(4, u64(77) + u64(0xE743DA0EA4B4B930) + u32(0, kind, len(tele), len(t), len(payload), bits) + t + payload +
-                 draft)
+    return frame(4, u64(77) + u64(0xE743DA0EA4B4B930) + u32(status, kind, len(tele), len(t), len(payload), bits) + t +
+                 payload + draft)
+
+
+def identity(arch=b"deepseek4", n_layers=43, version=1, arch_len=None):
+    # IDENTITY (64, ours): version, n_layers, arch_len, the 16-byte metadata hash, the name.
+    return frame(64, u32(version, n_layers, len(arch) if arch_len is None else arch_len) + bytes(range(0xA0, 0xB0)) +
+                 arch)
 
 
 def save_req_fields(count=3):
@@ -124,6 +131,18 @@ def main():
         "snapshot_chunk.bin": frame(7, u64(78) + u32(100) + bytes(range(100))),
         "snapshot_done.bin": frame(8, u64(78) + u32(5, 9) + b"disk full"),
         "snapshot_load_begin.bin": begin(9, [4, 5]),
+        # The extension negotiation (issue 38): the IDENTIFY probe our coordinator sends after a
+        # HELLO of upstream's shape (WORK flag 0x80, model id 0 = Flash, one token, no route),
+        # our worker's IDENTITY answer (type 64), upstream's refusal (a RESULT of status 1, kind
+        # ACK, its message as payload), and the whole exchange as one stream.
+        "work_identify.bin": work([0], flags=0x80, ret=False, model_id=0),
+        "identity.bin": identity(),
+        "result_identify_refused.bin": result(0, 0, b"invalid distributed WORK flags", status=1),
+        "stream_identify.bin": (hello(b"DeepSeek V4 Flash", 21, 42, model_id=0, quant_bits=2) +
+                                work([0], flags=0x80, ret=False, model_id=0) + identity()),
+        # Broken: an IDENTITY of another version, one whose name is longer than arch_len says.
+        "identity_bad_version.bin": identity(version=2),
+        "identity_bad_arch_len.bin": identity(arch_len=4),
         # Broken: bad magic, a type out of range, token_bytes that disagree, a truncated frame.
         "bad_magic.bin": u32(0x44533445, 2, 1) + b"x",
         "bad_type.bin": u32(MAGIC, 10, 0),

@@ -771,6 +771,65 @@ TEST(DistProtocol, IndependentlyWrittenBatchSeedDecodesAndReencodesExactly) {
         } else {
             EXPECT_EQ(std::get<Identity>(m).features, kFeatureBatchedWork);
         }
+
+Bytes read_seed(const char* name) {
+    std::ifstream in(std::filesystem::path(DS4_SOURCE_DIR) / "fuzz/corpus/dist_frame" / name, std::ios::binary);
+    EXPECT_TRUE(in) << "missing seed " << name;
+    return Bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The extension negotiation's seeds (issue 38; fuzz/make_dist_corpus.py, written field by field
+// from docs/DISTRIBUTED.md "Mixed clusters"): the IDENTIFY probe, our worker's IDENTITY answer,
+// upstream's refusal and the whole exchange decode to what they say and re-encode exactly; an
+// IDENTITY of another version or with a wrong arch_len fails.
+TEST(DistProtocol, IndependentlyWrittenIdentifySeedsDecodeAndReencodeExactly) {
+    std::vector<Message> got;
+    for (const char* name : {"work_identify.bin", "identity.bin", "result_identify_refused.bin"}) {
+        SCOPED_TRACE(name);
+        const Bytes stream = read_seed(name);
+        FrameReader r;
+        const auto frames = r.feed(stream);
+        ASSERT_EQ(frames.size(), 1u);
+        got.push_back(decode(frames[0]));
+        EXPECT_EQ(encode_any(got.back()), stream);
+    }
+    const Work& w = std::get<Work>(got[0]);
+    EXPECT_EQ(w.flags, kWorkIdentify);
+    EXPECT_EQ(w.model_id, 0u);
+    EXPECT_EQ(w.tokens, (std::vector<int32_t>{0}));
+    EXPECT_TRUE(w.route.empty());
+    const Identity& id = std::get<Identity>(got[1]);
+    EXPECT_EQ(id.architecture, "deepseek4");
+    EXPECT_EQ(id.n_layers, 43u);
+    EXPECT_EQ(id.metadata_hash[0], 0xA0);
+    EXPECT_EQ(id.metadata_hash[15], 0xAF);
+    const Result& refused = std::get<Result>(got[2]);
+    EXPECT_EQ(result_error_message(refused), "invalid distributed WORK flags");
+    EXPECT_FALSE(result_is_state_mismatch(refused));
+
+    const Bytes stream = read_seed("stream_identify.bin");
+    Bytes again;
+    std::vector<Message> exchange;
+    for (const Frame& f : read_all(stream)) {
+        exchange.push_back(decode(f));
+        const Bytes e = encode_any(exchange.back());
+        again.insert(again.end(), e.begin(), e.end());
+    }
+    EXPECT_EQ(again, stream);
+    ASSERT_EQ(exchange.size(), 3u);
+    EXPECT_EQ(std::get<Hello>(exchange[0]).model_name, "DeepSeek V4 Flash");
+    EXPECT_EQ(std::get<Work>(exchange[1]).flags, kWorkIdentify);
+    EXPECT_EQ(std::get<Identity>(exchange[2]), id);
+
+    for (const char* name : {"identity_bad_version.bin", "identity_bad_arch_len.bin"}) {
+        SCOPED_TRACE(name);
+        const Bytes bad = read_seed(name);
+        EXPECT_THROW(
+            {
+                FrameReader r;
+                for (const Frame& f : r.feed(bad)) decode(f);
+            },
+            ProtocolError);
     }
 }
 

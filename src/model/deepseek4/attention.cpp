@@ -14,6 +14,7 @@
 #include "model/blocks/attention_rounds.h"
 #include "model/blocks/top_k.h"
 #include "model/deepseek4/forward.h"
+#include "model/deepseek4/peer_diag.h"
 #include "ops/attention.h"
 #include "ops/hc.h"
 #include "ops/matmul.h"
@@ -143,9 +144,13 @@ void AttentionPass::prepare_queries() {
     attention_queries(ctx_, w_, rope_, qr_, n_, R_.pos.data(), qn_, q_, more);
 }
 
-// KV row: key and value at once.
+// KV row: key and value at once (f16-rounded only under the peer check's kv_f16 switch).
 void AttentionPass::prepare_kv() {
-    for_tokens(ctx_.pool, n_, [&](int64_t t) { attention_kv_row(c_, w_, rope_, &kv_[t * Dh_], pos(t), R_.qat(t)); });
+    const bool f16 = peer_diag().kv_f16;
+    for_tokens(ctx_.pool, n_, [&](int64_t t) {
+        attention_kv_row(c_, w_, rope_, &kv_[t * Dh_], pos(t), R_.qat(t));
+        if (f16) round_to_f16(&kv_[t * Dh_], Dh_);
+    });
 }
 
 // The indexer's queries roped (QAT: Hadamard + FP4) and its head weights scaled.
@@ -174,6 +179,7 @@ void AttentionPass::update_state(const Seq& sq, int64_t t, float* pooled) {
         std::memcpy(row, pooled, sizeof(float) * Dh_);
         finish_compressed_row(row, w_.compressor, rope_, p + 1 - w_.ratio, c_.norm_eps, int(rope_dim),
                               sq.qat ? CompressedRowQat::Fp8Nope : CompressedRowQat::None);
+        if (peer_diag().kv_f16) round_to_f16(row, Dh_);
         ++s.n_comp;
     }
     if (w_.ratio == 4 && s.index_compressor.push(p, &index_comp_.k[t * 2 * DI], &index_comp_.g[t * 2 * DI], pooled)) {
@@ -181,6 +187,7 @@ void AttentionPass::update_state(const Seq& sq, int64_t t, float* pooled) {
         std::memcpy(row, pooled, sizeof(float) * DI);
         finish_compressed_row(row, w_.indexer_compressor, rope_, p + 1 - 4, c_.norm_eps, int(rope_dim),
                               sq.qat ? CompressedRowQat::HadamardFp4 : CompressedRowQat::None);
+        if (peer_diag().kv_f16) round_to_f16(row, DI);
         ++s.n_index_comp;
     }
 }

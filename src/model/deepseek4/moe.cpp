@@ -15,6 +15,7 @@
 #include "model/blocks/routed_ffn.h"
 #include "model/blocks/router.h"
 #include "model/deepseek4/forward.h"
+#include "model/deepseek4/peer_diag.h"
 #include "ops/hc.h"
 #include "ops/norm.h"
 
@@ -107,6 +108,8 @@ void moe_sublayer(const LayerContext& ctx, const LayerWeights& w, float* X) {
         hc_pre(ctx, w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base, X, n, y);
     for_tokens(ctx.pool, n, [&](int64_t t) { ops::rms_norm(&y[t * D], D, w.ffn_norm, c.norm_eps, &v[t * D]); });
     ops::matmul(w.router, v, n, logits, ctx.pool);
+    if (peer_diag().router_f32 && w.router.type == TensorType::F16)  // the peer check's switch
+        matmul_f16_f32_act(w.router.data, w.router.row_bytes, E, D, v, n, logits);
 
     // Routing, row by row; slot t*K+k is row t's k-th chosen expert.
     const blocks::Router router = router_of(c, w);
