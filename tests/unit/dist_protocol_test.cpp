@@ -771,6 +771,8 @@ TEST(DistProtocol, IndependentlyWrittenBatchSeedDecodesAndReencodesExactly) {
         } else {
             EXPECT_EQ(std::get<Identity>(m).features, kFeatureBatchedWork);
         }
+    }
+}
 
 Bytes read_seed(const char* name) {
     std::ifstream in(std::filesystem::path(DS4_SOURCE_DIR) / "fuzz/corpus/dist_frame" / name, std::ios::binary);
