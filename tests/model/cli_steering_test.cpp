@@ -77,6 +77,30 @@ TEST_F(CliSteering, BuildThenSteer) {
     EXPECT_NE(slurp(attn), slurp(on));
 }
 
+// /steer S changes the model's identity as the flag would: a conversation saved after it loads
+// where the same steering runs, and is refused as another model's where none does.
+TEST_F(CliSteering, SteerThenSaveCarriesTheNewSteering) {
+    const std::string dirs = dir_->file("steer-save.f32");
+    ASSERT_EQ(test::run_command({test::binary("ds4-steer-build"), "-m", model_, "--good-file", dir_->file("good.txt"),
+                                 "--bad-file", dir_->file("bad.txt"), "-o", dirs, "--threads", "2", "--ctx", "256"})
+                  .exit_code,
+              0);
+    const std::string saved = dir_->file("steered.kv");
+    auto chat = [&](const std::string& scale, const std::string& input) {
+        const std::string cmd = "printf '" + input + "' | " + test::binary("ds4") + " -m " + model_ +
+                                " --threads 2 --ctx 256 -n 4 --nothink --dir-steering-file " + dirs +
+                                " --dir-steering-ffn " + scale + " 2>&1";
+        return test::run_command({"/bin/sh", "-c", cmd});
+    };
+    const auto s = chat("0", "/steer 1\nHello\n/save " + saved + "\n/quit\n");
+    ASSERT_EQ(s.exit_code, 0) << s.output;
+    ASSERT_NE(s.output.find("saved "), std::string::npos) << s.output;
+    const auto same = chat("1", "/load " + saved + "\n/quit\n");
+    EXPECT_NE(same.output.find("loaded "), std::string::npos) << same.output;
+    const auto off = chat("0", "/load " + saved + "\n/quit\n");
+    EXPECT_EQ(off.output.find("loaded "), std::string::npos) << off.output;
+}
+
 TEST_F(CliSteering, BadFilesAndFlagsAreRefused) {
     const std::string short_ = dir_->file("short.f32"), nan = dir_->file("nan.f32");
     std::vector<float> v(6 * 256, 0.0f);

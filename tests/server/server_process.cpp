@@ -250,6 +250,13 @@ void ServerProcess::start(std::vector<std::string> args, const nlohmann::json& f
         execv(cargv[0], cargv.data());
         _exit(127);
     }
+    // A server that never listens throws from the constructor, so no destructor removes the
+    // scratch directory: it goes here.
+    const auto abandon = [this](const std::string& why) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+        fail("{}", why);
+    };
     const std::regex listening(R"(listening on (http://[0-9.]+:[0-9]+))");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (std::chrono::steady_clock::now() < deadline) {
@@ -261,20 +268,21 @@ void ServerProcess::start(std::vector<std::string> args, const nlohmann::json& f
             if (workers_ && text.find("route complete") == std::string::npos) {
                 stop(pid_, 0);
                 pid_ = -1;
-                fail("ds4-server listens without a complete route: {}", text);
+                abandon(fmt::format("ds4-server listens without a complete route: {}", text));
             }
             return;
         }
         int status;
         if (waitpid(pid_, &status, WNOHANG) == pid_) {
             pid_ = -1;
-            fail("ds4-server exited before listening: {}{}", text, workers_ ? "\n" + workers_->log() : "");
+            abandon(fmt::format("ds4-server exited before listening: {}{}", text, workers_ ? "\n" + workers_->log() : ""));
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     stop(pid_, 0);
     pid_ = -1;
-    fail("ds4-server did not start listening in 60 s: {}{}", read_file(log), workers_ ? "\n" + workers_->log() : "");
+    abandon(fmt::format("ds4-server did not start listening in 60 s: {}{}", read_file(log),
+                        workers_ ? "\n" + workers_->log() : ""));
 }
 
 int ServerProcess::port() const { return std::stoi(url_.substr(url_.rfind(':') + 1)); }

@@ -140,6 +140,7 @@ private:
         auto next = std::make_shared<model::Steering>(*loaded);
         for (model::SteeringSlot& slot : next->slots) slot.ffn = s;
         run_.model->set_steering(std::move(next));
+        identity_ = model::identity(*run_.model);  // /save marks the state with the steering it runs under
         std::fprintf(stderr, "steering: ffn scale %g\n", double(s));
     }
 
