@@ -141,6 +141,34 @@ constexpr const char* kFooter =
     "  ds4-server -m M --role coordinator --layers 0:21 --listen 0.0.0.0 4000 (docs/DISTRIBUTED.md)\n"
     "  curl http://127.0.0.1:8000/v1/models";
 
+// The "Disk KV cache" group (docs/SERVER.md "Disk KV cache").
+void add_kv_cache_flags(CLI::App& app, ds4::server::KvDiskOptions& kv) {
+    app.add_option("--kv-disk-dir", kv.dir,
+                   "Disk KV cache: checkpoints of conversations under DIR (created if missing), in "
+                   "a subfolder per model, so other sessions, restarts and replicas resume without "
+                   "prefill (docs/SERVER.md)")
+        ->option_text("DIR")->group("Disk KV cache");
+    app.add_option("--kv-disk-space-mb", kv.space_mb, "Budget of the model's cache subfolder in MiB (default 4096)")
+        ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-min-tokens", kv.policy.min_tokens,
+                   "Shortest checkpoint written or loaded, in tokens (default 512)")
+        ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-cold-max-tokens", kv.policy.cold_max_tokens,
+                   "Cold checkpoints only for prompts up to N tokens (default 30000; 0: none)")
+        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-continued-interval-tokens", kv.policy.continued_interval,
+                   "A checkpoint at every multiple of N tokens (rounded up to the alignment; default "
+                   "10000; 0: none)")
+        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-boundary-trim-tokens", kv.policy.boundary_trim,
+                   "A cold checkpoint without a chat anchor stops N tokens before the prompt's end "
+                   "(default 32)")
+        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
+    app.add_option("--kv-cache-boundary-align-tokens", kv.policy.boundary_align,
+                   "...aligned down to a multiple of N (default 2048)")
+        ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -243,31 +271,7 @@ int main(int argc, char** argv) {
            "--response-store-mb", [&o](size_t mb) { o.server.response_store_bytes = mb << 20; },
            "Memory for those replies in MiB (default 256)")
         ->check(CLI::Range(size_t(1), size_t(1) << 20))->option_text("N")->group("HTTP API");
-    auto& kv = o.server.scheduler.kv;
-    app.add_option("--kv-disk-dir", kv.dir,
-                   "Disk KV cache: checkpoints of conversations under DIR (created if missing), in "
-                   "a subfolder per model, so other sessions, restarts and replicas resume without "
-                   "prefill (docs/SERVER.md)")
-        ->option_text("DIR")->group("Disk KV cache");
-    app.add_option("--kv-disk-space-mb", kv.space_mb, "Budget of the model's cache subfolder in MiB (default 4096)")
-        ->check(CLI::Range(uint64_t(1), uint64_t(1) << 30))->option_text("N")->group("Disk KV cache");
-    app.add_option("--kv-cache-min-tokens", kv.policy.min_tokens,
-                   "Shortest checkpoint written or loaded, in tokens (default 512)")
-        ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
-    app.add_option("--kv-cache-cold-max-tokens", kv.policy.cold_max_tokens,
-                   "Cold checkpoints only for prompts up to N tokens (default 30000; 0: none)")
-        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
-    app.add_option("--kv-cache-continued-interval-tokens", kv.policy.continued_interval,
-                   "A checkpoint at every multiple of N tokens (rounded up to the alignment; default "
-                   "10000; 0: none)")
-        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
-    app.add_option("--kv-cache-boundary-trim-tokens", kv.policy.boundary_trim,
-                   "A cold checkpoint without a chat anchor stops N tokens before the prompt's end "
-                   "(default 32)")
-        ->check(ds4::cli_checks::at_least(0))->option_text("N")->group("Disk KV cache");
-    app.add_option("--kv-cache-boundary-align-tokens", kv.policy.boundary_align,
-                   "...aligned down to a multiple of N (default 2048)")
-        ->check(ds4::cli_checks::at_least(1))->option_text("N")->group("Disk KV cache");
+    add_kv_cache_flags(app, o.server.scheduler.kv);
     ds4::streaming::add_flags(app, o.streaming, "SSD streaming");
     ds4::speculative::add_flags(app, o.spec, "Speculative decoding");
     app.add_option("--test-force-output", o.force_output,

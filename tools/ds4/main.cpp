@@ -53,6 +53,50 @@ constexpr const char* kFooter =
     "Get a model: scripts/run-default.sh writes a small random one to models/default.gguf;\n"
     "or download a DeepSeek V4 Flash GGUF as ./ds4flash.gguf.";
 
+// --prefix-file's turns into o.prefix; false (the reason on stderr) when they cannot be used.
+bool load_prefix(Options& o) {
+    if (o.raw_prompt || o.raw) {
+        std::fprintf(stderr, "ds4: --prefix-file is a chat conversation; --raw-prompt and --raw take no template\n");
+        return false;
+    }
+    try {
+        o.prefix = chat::read_prefix_file(o.prefix_file);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "ds4: %s\n", e.what());
+        return false;
+    }
+    return true;
+}
+
+// --temp, --top-p, --top-k, --min-p, --seed, with the server's rules for the same knobs
+// (sampling/sampler.h). Unset knobs take the chat format's defaults (V4: T 1, top-p 1, min-p
+// 0.05; GLM 5.2: top-p 0.95, min-p 0), so only the given ones reach Options.
+struct SamplingFlags {
+    float temperature = 1, top_p = 1, min_p = 0;
+    uint64_t seed = 0;
+    CLI::Option *temp = nullptr, *top_p_opt = nullptr, *min_p_opt = nullptr, *seed_opt = nullptr;
+
+    void add(CLI::App& app, Options& o) {
+        const std::string g = "Prompt and sampling";
+        temp = app.add_option("--temp", temperature, "Temperature (default 1; 0: greedy)")
+                   ->check(cli_checks::real(sampling::temperature_error, ">= 0"))->group(g);
+        top_p_opt = app.add_option("--top-p", top_p, "Top-p (default: the model's, 1 (off) for V4, 0.95 for GLM)")
+                        ->check(cli_checks::real(sampling::top_p_error, "in [0, 1]"))->group(g);
+        app.add_option("--top-k", o.top_k, "Top-k (default 0: off)")
+            ->check(cli_checks::integer(sampling::top_k_error, "NONNEGATIVE"))->group(g);
+        min_p_opt = app.add_option("--min-p", min_p,
+                                   "Min-p relative to the top token (default: the model's, 0.05 for V4, 0 for GLM)")
+                        ->check(cli_checks::real(sampling::min_p_error, "in [0, 1]"))->group(g);
+        seed_opt = app.add_option("--seed", seed, "Sampling seed (default: random)")->group(g);
+    }
+    void apply(Options& o) const {
+        if (seed_opt->count() > 0) o.seed = seed;
+        if (temp->count() > 0) o.temperature = temperature;
+        if (top_p_opt->count() > 0) o.top_p = top_p;
+        if (min_p_opt->count() > 0) o.min_p = min_p;
+    }
+};
+
 ParseResult parse_options(int argc, char** argv) {
     std::vector<std::string> args = ds4::frontend::upstream_spellings(argc, argv);  // "-sys TEXT"
     const std::string help_topic = take_help_topic(args);
@@ -113,26 +157,8 @@ ParseResult parse_options(int argc, char** argv) {
                           ->group("Prompt and sampling");
     think->excludes(nothink)->excludes(think_max);
     nothink->excludes(think_max);
-    // The server's rules for the same knobs (sampling/sampler.h).
-    // Unset knobs take the chat format's defaults (V4: T 1, top-p 1, min-p 0.05; GLM 5.2: top-p
-    // 0.95, min-p 0).
-    float temperature = 1, top_p = 1, min_p = 0;
-    auto* temp_opt = app.add_option("--temp", temperature, "Temperature (default 1; 0: greedy)")
-        ->check(cli_checks::real(sampling::temperature_error, ">= 0"))
-        ->group("Prompt and sampling");
-    auto* top_p_opt = app.add_option("--top-p", top_p, "Top-p (default: the model's, 1 (off) for V4, 0.95 for GLM)")
-        ->check(cli_checks::real(sampling::top_p_error, "in [0, 1]"))
-        ->group("Prompt and sampling");
-    app.add_option("--top-k", o.top_k, "Top-k (default 0: off)")
-        ->check(cli_checks::integer(sampling::top_k_error, "NONNEGATIVE"))
-        ->group("Prompt and sampling");
-    auto* min_p_opt = app.add_option("--min-p", min_p,
-                                     "Min-p relative to the top token (default: the model's, 0.05 for V4, 0 for GLM)")
-        ->check(cli_checks::real(sampling::min_p_error, "in [0, 1]"))
-        ->group("Prompt and sampling");
-    uint64_t seed = 0;
-    auto* seed_opt = app.add_option("--seed", seed, "Sampling seed (default: random)")
-                         ->group("Prompt and sampling");
+    SamplingFlags sampling_flags;
+    sampling_flags.add(app, o);
     bool dump_tokens = false;
     app.add_flag("--dump-tokens", dump_tokens,
                  "Print the prompt's token ids on one line, space-separated, then exit")
@@ -158,25 +184,12 @@ ParseResult parse_options(int argc, char** argv) {
         r.exit_code = 2;
         return r;
     }
-    if (prefix_file->count() > 0) {
-        if (o.raw_prompt || o.raw) {
-            std::fprintf(stderr, "ds4: --prefix-file is a chat conversation; --raw-prompt and --raw take no template\n");
-            r.exit_code = 2;
-            return r;
-        }
-        try {
-            o.prefix = chat::read_prefix_file(o.prefix_file);
-        } catch (const Error& e) {
-            std::fprintf(stderr, "ds4: %s\n", e.what());
-            r.exit_code = 2;
-            return r;
-        }
+    if (prefix_file->count() > 0 && !load_prefix(o)) {
+        r.exit_code = 2;
+        return r;
     }
     o.n_given = n_opt->count() > 0;
-    if (seed_opt->count() > 0) o.seed = seed;
-    if (temp_opt->count() > 0) o.temperature = temperature;
-    if (top_p_opt->count() > 0) o.top_p = top_p;
-    if (min_p_opt->count() > 0) o.min_p = min_p;
+    sampling_flags.apply(o);
     if (nothink->count() > 0) o.thinking = chat::ThinkingMode::Off;
     if (think_max->count() > 0) o.thinking = chat::ThinkingMode::Max;
     if (prompt->count() > 0 || prompt_file->count() > 0) o.mode = Mode::Generate;
