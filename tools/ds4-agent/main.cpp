@@ -16,6 +16,7 @@
 #include "chat/format.h"
 #include "common/error.h"
 #include "common/file_io.h"
+#include "frontend/script_replies.h"
 #include "frontend/run.h"
 #include "frontend/startup.h"
 #include "model/identity.h"
@@ -50,17 +51,6 @@ std::string system_prompt(const std::string& root, const std::string& extra) {
         "Be brief.";
     if (!extra.empty()) s += "\n\n" + extra;
     return s;
-}
-
-std::vector<std::string> read_script(const std::string& path) {
-    const nlohmann::json j = nlohmann::json::parse(read_file(path), nullptr, false);
-    if (!j.is_array()) fail("--script-replies {}: must hold a JSON array of strings", path);
-    std::vector<std::string> out;
-    for (const auto& e : j) {
-        if (!e.is_string()) fail("--script-replies {}: every entry must be a string", path);
-        out.push_back(e.get<std::string>());
-    }
-    return out;
 }
 
 std::string home_dir(const char* sub) {
@@ -99,7 +89,7 @@ public:
                        .seed = o.seed ? *o.seed : (uint64_t(std::random_device{}()) << 32 | std::random_device{}())};
         ao.max_reply_tokens = o.max_reply_tokens;
         ao.max_steps = o.max_steps;
-        if (!o.script_replies.empty()) ao.script = read_script(o.script_replies);
+        if (!o.script_replies.empty()) ao.script = frontend::read_script_replies(o.script_replies);
         ao.trace_path = o.trace;
         if (spec_) ao.max_draft = spec_->max_draft();
         agent_ = std::make_unique<agent::Agent>(*engine_, *format_, *tools_, ao, *term_);

@@ -21,6 +21,7 @@
 #include "chat/format.h"
 #include "common/error.h"
 #include "common/file_io.h"
+#include "frontend/script_replies.h"
 #include "eval/cases.h"
 #include "eval/grade.h"
 #include "eval/report.h"
@@ -39,17 +40,6 @@ namespace {
 
 std::atomic<bool> g_cancel{false};
 void on_sigint(int) { g_cancel = true; }
-
-std::vector<std::string> read_script(const std::string& path) {
-    const nlohmann::json j = nlohmann::json::parse(read_file(path), nullptr, false);
-    if (!j.is_array()) fail("--script-replies {}: must hold a JSON array of strings", path);
-    std::vector<std::string> out;
-    for (const auto& e : j) {
-        if (!e.is_string()) fail("--script-replies {}: every entry must be a string", path);
-        out.push_back(e.get<std::string>());
-    }
-    return out;
-}
 
 std::string case_json(const eval::Case& c) {
     nlohmann::json j = {{"id", c.id}, {"suite", c.suite}, {"kind", eval::to_string(c.kind)}, {"expected", c.expected},
@@ -115,7 +105,7 @@ public:
                             .after_token = [this] { duty_.step(); }};
         runner_ = std::make_unique<eval::Runner>(*engine_, *format_, ro);
         if (!o.script_replies.empty())
-            for (const std::string& s : read_script(o.script_replies))
+            for (const std::string& s : frontend::read_script_replies(o.script_replies))
                 script_.push_back(run_.tokenizer->encode(s, tokenizer::Special::Match));
         outcomes_.resize(cases_.size());
         if (!o.trace.empty()) trace_ = std::make_unique<eval::TraceWriter>(o.trace, header());
