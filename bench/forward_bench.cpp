@@ -62,21 +62,8 @@ void touch_mapping(const std::string& path) {
 }
 
 void print_profile(const ds4::ops::MatvecProfile& p, int64_t tokens, double wall, int threads) {
-    const double per = 1.0 / double(tokens);
-    double thread_total = 0;
-    for (const auto& [type, f] : p.formats) thread_total += f.thread_seconds;
-    std::printf("  decode profile, per token (%.2f ms wall):\n", 1e3 * wall * per);
-    std::printf("  | format | MB read | thread ms | GB/s per thread | share of product time |\n");
-    std::printf("  |---|---|---|---|---|\n");
-    for (const auto& [type, f] : p.formats)
-        std::printf("  | %s | %.1f | %.2f | %.1f | %.1f%% |\n", ds4::tensor_type_name(type).c_str(),
-                    1e-6 * f.bytes * per, 1e3 * f.thread_seconds * per, 1e-9 * f.bytes / f.thread_seconds,
-                    100.0 * f.thread_seconds / thread_total);
-    std::printf("  products: %.1f parallel regions, %.2f ms wall (%.0f%% of the token; %d threads "
-                "busy %.0f%% of it); outside them: %.2f ms\n",
-                double(p.regions) * per, 1e3 * p.region_seconds * per, 100.0 * p.region_seconds / wall,
-                threads, 100.0 * thread_total / (double(threads) * p.region_seconds),
-                1e3 * (wall - p.region_seconds) * per);
+    std::printf("  decode profile, per token (%.2f ms wall):\n%s", 1e3 * wall / double(tokens),
+                ds4::ops::matvec_profile_table(p, double(tokens), wall, threads, "  ").c_str());
 }
 
 }  // namespace

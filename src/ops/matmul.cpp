@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 
 namespace ds4::ops {
@@ -34,9 +36,12 @@ struct Item {
 // The open profile's totals (MatvecProfile), in integer nanoseconds and bytes so that the
 // threads can add to them with relaxed atomics.
 struct ProfileTotals {
-    static constexpr size_t kTypes = 64;
+    static constexpr size_t kTypes = 64, kRows = size_t(kProfiledRows) + 1;
+    static size_t slot(TensorType t, int64_t rows) {
+        return std::min(size_t(t), kTypes - 1) * kRows + size_t(std::clamp<int64_t>(rows, 0, kProfiledRows));
+    }
     std::atomic<bool> open{false};
-    std::array<std::atomic<int64_t>, kTypes> chunks{}, ns{}, bytes{};
+    std::array<std::atomic<int64_t>, kTypes * kRows> chunks{}, ns{}, bytes{}, macs{};
     std::atomic<int64_t> regions{0}, region_ns{0};
 };
 ProfileTotals g_profile;
@@ -59,10 +64,11 @@ void run_item(const MatmulJob& j, const Item& it, quant::DotFn dot, quant::Multi
     if (!profiled) return run_item_unprofiled(j, it, dot, multi);
     const int64_t t0 = now_ns();
     run_item_unprofiled(j, it, dot, multi);
-    const size_t type = std::min(size_t(j.W.type), ProfileTotals::kTypes - 1);
-    g_profile.ns[type].fetch_add(now_ns() - t0, std::memory_order_relaxed);
-    g_profile.chunks[type].fetch_add(1, std::memory_order_relaxed);
-    g_profile.bytes[type].fetch_add(int64_t(it.r1 - it.r0) * int64_t(j.W.row_bytes), std::memory_order_relaxed);
+    const size_t k = ProfileTotals::slot(j.W.type, it.t1 - it.t0);
+    g_profile.ns[k].fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    g_profile.chunks[k].fetch_add(1, std::memory_order_relaxed);
+    g_profile.bytes[k].fetch_add(int64_t(it.r1 - it.r0) * int64_t(j.W.row_bytes), std::memory_order_relaxed);
+    g_profile.macs[k].fetch_add((it.r1 - it.r0) * j.W.cols * (it.t1 - it.t0), std::memory_order_relaxed);
 }
 
 void run_item_unprofiled(const MatmulJob& j, const Item& it, quant::DotFn dot, quant::MultiDotFn multi) {
@@ -137,9 +143,9 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
         work += double(j.W.rows) * double(j.W.row_bytes) * double(j.n_tokens);
     }
     if (items.empty()) return;
-    bool decode = true;  // every job one token long
-    for (size_t i = 0; i < n_jobs; ++i) decode = decode && jobs[i].n_tokens <= 1;
-    const bool profiled = decode && g_profile.open.load(std::memory_order_relaxed);
+    bool few = true;  // every job a few rows long: a step of decode (the profile's products)
+    for (size_t i = 0; i < n_jobs; ++i) few = few && jobs[i].n_tokens <= kProfiledRows;
+    const bool profiled = few && g_profile.open.load(std::memory_order_relaxed);
     const int64_t region_start = profiled ? now_ns() : 0;
     auto run = [&](size_t i) {
         const Item& it = items[i];
@@ -192,10 +198,11 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool) {
 }
 
 void matvec_profile_open() {
-    for (size_t t = 0; t < ProfileTotals::kTypes; ++t) {
-        g_profile.chunks[t].store(0);
-        g_profile.ns[t].store(0);
-        g_profile.bytes[t].store(0);
+    for (size_t k = 0; k < g_profile.chunks.size(); ++k) {
+        g_profile.chunks[k].store(0);
+        g_profile.ns[k].store(0);
+        g_profile.bytes[k].store(0);
+        g_profile.macs[k].store(0);
     }
     g_profile.regions.store(0);
     g_profile.region_ns.store(0);
@@ -205,17 +212,45 @@ void matvec_profile_open() {
 MatvecProfile matvec_profile_close() {
     g_profile.open.store(false);
     MatvecProfile p;
-    for (size_t t = 0; t < ProfileTotals::kTypes; ++t) {
-        if (g_profile.chunks[t].load() == 0) continue;
-        MatvecProfile::Format f;
-        f.chunks = g_profile.chunks[t].load();
-        f.thread_seconds = 1e-9 * double(g_profile.ns[t].load());
-        f.bytes = double(g_profile.bytes[t].load());
-        p.formats.emplace_back(TensorType(t), f);
+    for (size_t k = 0; k < g_profile.chunks.size(); ++k) {
+        if (g_profile.chunks[k].load() == 0) continue;
+        MatvecProfile::Entry e;
+        e.type = TensorType(k / ProfileTotals::kRows);
+        e.rows = int64_t(k % ProfileTotals::kRows);
+        e.chunks = g_profile.chunks[k].load();
+        e.thread_seconds = 1e-9 * double(g_profile.ns[k].load());
+        e.bytes = double(g_profile.bytes[k].load());
+        e.macs = double(g_profile.macs[k].load());
+        p.entries.push_back(e);
     }
     p.regions = g_profile.regions.load();
     p.region_seconds = 1e-9 * double(g_profile.region_ns.load());
     return p;
+}
+
+std::string matvec_profile_table(const MatvecProfile& p, double steps, double wall_seconds, int threads,
+                                 const std::string& indent) {
+    const double per = steps > 0 ? 1.0 / steps : 0.0;
+    double thread_total = 0;
+    for (const auto& e : p.entries) thread_total += e.thread_seconds;
+    std::string out = indent + "| format | rows per call | MB read per step | thread ms per step | GB/s of weights per "
+                               "thread | GMAC/s per thread | share of product time |\n" +
+                      indent + "|---|---|---|---|---|---|---|\n";
+    for (const auto& e : p.entries) {
+        const double s = e.thread_seconds > 0 ? e.thread_seconds : 1e-12;
+        out += indent + fmt::format("| {} | {} | {:.1f} | {:.2f} | {:.1f} | {:.1f} | {:.1f}% |\n",
+                                    tensor_type_name(e.type), e.rows, 1e-6 * e.bytes * per,
+                                    1e3 * e.thread_seconds * per, 1e-9 * e.bytes / s, 1e-9 * e.macs / s,
+                                    thread_total > 0 ? 100.0 * e.thread_seconds / thread_total : 0.0);
+    }
+    const double regions = p.region_seconds > 0 ? p.region_seconds : 1e-12;
+    out += indent + fmt::format("products: {:.1f} parallel regions per step, {:.2f} ms wall ({:.0f}% of the step; "
+                                "{} threads busy {:.0f}% of it); outside them: {:.2f} ms\n",
+                                double(p.regions) * per, 1e3 * p.region_seconds * per,
+                                wall_seconds > 0 ? 100.0 * p.region_seconds / wall_seconds : 0.0, threads,
+                                100.0 * thread_total / (double(std::max(threads, 1)) * regions),
+                                1e3 * (wall_seconds - p.region_seconds) * per);
+    return out;
 }
 
 void matmul(const Matrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool) {

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,22 +71,34 @@ struct MatmulJob {
 // is left. The pointed-to buffers must not overlap outputs of other jobs.
 void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool& pool);
 
-// Where decode time goes, for benchmarks (bench/forward_bench --profile): while a profile is
-// open, every product whose jobs are all one token long adds its wall time, and each of its
-// row chunks adds the time the thread spent on it and the weight bytes it read, per weight
-// format. Closed (the default), it costs one relaxed load per call. Process-wide; not for
-// use while another thread runs products of a different model.
+// Where decode time goes, for benchmarks (bench/forward_bench --profile, ds4-bench --profile):
+// while a profile is open, every product whose jobs are all at most kProfiledRows activation
+// rows long (a decode step, a few sequences decoding together, a verification step) adds its
+// wall time, and each of its row chunks adds the time the thread spent on it, the weight bytes
+// it read and its multiply-adds, per weight format and activation rows per call. Closed (the
+// default), it costs one relaxed load per call. Process-wide; not for use while another thread
+// runs products of a different model.
+inline constexpr int64_t kProfiledRows = 8;
 struct MatvecProfile {
-    struct Format {
+    struct Entry {
+        TensorType type{};
+        int64_t rows = 0;  // activation rows per call (1 .. kProfiledRows)
         int64_t chunks = 0;
-        double thread_seconds = 0, bytes = 0;
+        double thread_seconds = 0, bytes = 0, macs = 0;
     };
-    std::vector<std::pair<TensorType, Format>> formats;  // those seen, by type id
-    int64_t regions = 0;                                  // matmul_jobs calls
-    double region_seconds = 0;                            // their wall time
+    std::vector<Entry> entries;  // those seen, by type id, then rows
+    int64_t regions = 0;         // matmul_jobs calls
+    double region_seconds = 0;   // their wall time
 };
 void matvec_profile_open();            // clears the totals and starts counting
 MatvecProfile matvec_profile_close();  // stops and returns the totals
+// The profile as a markdown table, per step of `steps` (decode tokens, or batched / verified
+// steps) that took `wall_seconds` in all on `threads` threads: per format and rows per call,
+// MB of weights read, thread ms, GB/s of weights per thread, GMAC/s per thread and the share of
+// product time; then the parallel regions and the time outside them. Each line starts with
+// `indent`.
+std::string matvec_profile_table(const MatvecProfile& p, double steps, double wall_seconds, int threads,
+                                 const std::string& indent = "");
 
 // Y[t] = W . X[t] for t in [0, n_tokens); X is [n_tokens][W.cols], Y is [n_tokens][W.rows].
 void matmul(const Matrix& W, const float* X, int64_t n_tokens, float* Y, ThreadPool& pool);

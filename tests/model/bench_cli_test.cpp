@@ -356,7 +356,7 @@ TEST_F(BenchCli, HelpDocumentsEveryFlag) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     for (const char* flag : {"--model", "--prompt-file", "--token-ids", "--ctx-start", "--ctx-max",
                              "--step-incr", "--gen-tokens", "--csv", "--threads", "--ctx",
-                             "--prefill-chunk", "--no-qat", "--dump-probe-ids", "--warmup"})
+                             "--prefill-chunk", "--no-qat", "--dump-probe-ids", "--warmup", "--profile"})
         EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
 
@@ -455,6 +455,51 @@ TEST_F(BenchCli, LimitsPrintEachRowsShareOfBandwidthAndPeak) {
     ASSERT_EQ(plain.exit_code, 0) << plain.output;
     EXPECT_EQ(plain.output.find("limits"), std::string::npos) << plain.output;
     EXPECT_NE(bench({"--token-ids", ids_file_, "--membw", "5"}).exit_code, 0);
+}
+
+// --profile: under each row, its probe's weight products per format and activation rows per
+// call, per step: a step of --sessions 2 runs the dense products on 2 rows, reads the
+// non-routed weights once and each row's routed experts (decode_bytes' counts bound the sum).
+TEST_F(BenchCli, ProfileSplitsEachStepsProductsByFormatAndRows) {
+    const auto r = bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "32", "--gen-tokens",
+                          "4", "--sessions", "2", "--profile"});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto db = run_command({binary("decode_bytes"), model_, "--ctx", "32"});
+    ASSERT_EQ(db.exit_code, 0) << db.output;
+    auto number_after = [](const std::string& text, const std::string& key) {
+        const auto at = text.find(key);
+        EXPECT_NE(at, std::string::npos) << key << " missing:\n" << text;
+        return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
+    };
+    const double one_row = number_after(db.output, "bytes_per_token_at 32 ");
+    const double routed = number_after(db.output, "routed_bytes_per_row ");
+    ASSERT_NE(r.output.find("profile of the probe, per step"), std::string::npos) << r.output;
+    double mb = 0;
+    int two_row_lines = 0, lines = 0;
+    std::istringstream in(r.output);
+    for (std::string l; std::getline(in, l);) {
+        char fmt[32];
+        int rows = 0;
+        double mb_step = 0, ms = 0;
+        if (std::sscanf(l.c_str(), " | %31s | %d | %lf | %lf |", fmt, &rows, &mb_step, &ms) != 4) continue;
+        ++lines;
+        EXPECT_TRUE(rows == 1 || rows == 2) << l;  // experts one row each or shared; dense 2
+        two_row_lines += rows == 2;
+        mb += mb_step;
+        EXPECT_GE(ms, 0.0) << l;
+    }
+    EXPECT_GE(lines, 2) << r.output;
+    EXPECT_GE(two_row_lines, 1) << r.output;
+    // Products only (no norms, no embedding row): a little under one row's bytes, at most one
+    // more row's experts.
+    EXPECT_GT(1e6 * mb, 0.8 * one_row) << r.output;
+    EXPECT_LT(1e6 * mb, one_row + routed + 1e5) << r.output;
+    EXPECT_NE(r.output.find("parallel regions per step"), std::string::npos) << r.output;
+    // Without --profile, no table.
+    const auto plain = bench({"--token-ids", ids_file_, "--ctx-start", "32", "--ctx-max", "32",
+                              "--gen-tokens", "1"});
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    EXPECT_EQ(plain.output.find("profile of the probe"), std::string::npos) << plain.output;
 }
 
 }  // namespace

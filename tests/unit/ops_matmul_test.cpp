@@ -89,31 +89,46 @@ TEST(Matmul, EqualsTokenByTokenDotsForEveryFormatAndThreadCount) {
     }
 }
 
-TEST(Matmul, DecodeProfileCountsOneTokenProductsPerFormat) {
+TEST(Matmul, DecodeProfileCountsFewRowProductsPerFormatAndRows) {
     const OwnedMatrix A = make_matrix(TensorType::Q8_0, 300, 1024, 5);
     const OwnedMatrix B = make_matrix(TensorType::F16, 40, 512, 6);
-    const auto X = gaussian(2 * 1024, 7);
+    const auto X = gaussian(9 * 1024, 7);
     ThreadPool pool(2);
-    std::vector<float> y(600);
+    std::vector<float> y(9 * 300);
     matvec_profile_open();
     matmul(A.m, X.data(), 1, y.data(), pool);
     matmul(A.m, X.data(), 1, y.data(), pool);
     matmul(B.m, X.data(), 1, y.data(), pool);
-    matmul(A.m, X.data(), 2, y.data(), pool);  // two tokens: not decode, not counted
+    matmul(A.m, X.data(), 4, y.data(), pool);  // a step of 4 rows: its own entry
+    matmul(A.m, X.data(), 9, y.data(), pool);  // past kProfiledRows: prefill, not counted
     const MatvecProfile p = matvec_profile_close();
     matmul(B.m, X.data(), 1, y.data(), pool);  // closed: not counted
-    ASSERT_EQ(p.formats.size(), 2u);
-    EXPECT_EQ(p.formats[0].first, TensorType::F16);  // by type id: F16 (1) before Q8_0 (8)
-    EXPECT_EQ(p.formats[1].first, TensorType::Q8_0);
-    EXPECT_EQ(p.formats[0].second.bytes, double(B.m.rows) * double(B.m.row_bytes));
-    EXPECT_EQ(p.formats[1].second.bytes, 2.0 * double(A.m.rows) * double(A.m.row_bytes));
-    EXPECT_GE(p.formats[1].second.chunks, 2);
-    EXPECT_GT(p.formats[1].second.thread_seconds, 0.0);
-    EXPECT_EQ(p.regions, 3);
+    ASSERT_EQ(p.entries.size(), 3u);
+    // By type id (F16 1 before Q8_0 8), then rows.
+    EXPECT_EQ(p.entries[0].type, TensorType::F16);
+    EXPECT_EQ(p.entries[0].rows, 1);
+    EXPECT_EQ(p.entries[1].type, TensorType::Q8_0);
+    EXPECT_EQ(p.entries[1].rows, 1);
+    EXPECT_EQ(p.entries[2].type, TensorType::Q8_0);
+    EXPECT_EQ(p.entries[2].rows, 4);
+    EXPECT_EQ(p.entries[0].bytes, double(B.m.rows) * double(B.m.row_bytes));
+    EXPECT_EQ(p.entries[0].macs, double(B.m.rows) * double(B.m.cols));
+    EXPECT_EQ(p.entries[1].bytes, 2.0 * double(A.m.rows) * double(A.m.row_bytes));
+    EXPECT_EQ(p.entries[1].macs, 2.0 * double(A.m.rows) * double(A.m.cols));
+    EXPECT_EQ(p.entries[2].bytes, double(A.m.rows) * double(A.m.row_bytes));  // weights read once
+    EXPECT_EQ(p.entries[2].macs, 4.0 * double(A.m.rows) * double(A.m.cols));
+    EXPECT_GE(p.entries[1].chunks, 2);
+    EXPECT_GT(p.entries[1].thread_seconds, 0.0);
+    EXPECT_EQ(p.regions, 4);
     EXPECT_GT(p.region_seconds, 0.0);
+    // The table: one line per entry, per step.
+    const std::string t = matvec_profile_table(p, 2.0, 1.0, 2, "  ");
+    EXPECT_NE(t.find("  | q8_0 | 4 | "), std::string::npos) << t;
+    EXPECT_NE(t.find("  | f16 | 1 | "), std::string::npos) << t;
+    EXPECT_NE(t.find("2.0 parallel regions per step"), std::string::npos) << t;
     // Reopening starts from zero.
     matvec_profile_open();
-    EXPECT_TRUE(matvec_profile_close().formats.empty());
+    EXPECT_TRUE(matvec_profile_close().entries.empty());
 }
 
 TEST(Matmul, JobsWithGatheredRowsEqualSeparateProducts) {

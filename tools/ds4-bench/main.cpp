@@ -17,6 +17,7 @@
 #include "frontier.h"
 #include "machine_limits.h"
 #include "model/model.h"
+#include "ops/matmul.h"
 #include "options.h"
 #include "report.h"
 #include "sweep.h"
@@ -53,6 +54,48 @@ Limits measure_limits(const Options& o, const gguf::File& file, int threads) {
                 c.all() / 1e6, c.at(0) / 1e6, c.routed / 1e6, c.prefill_macs / 1e9, 2 * c.prefill_macs / 1e9);
     return l;
 }
+
+// The hooks around each timed decode probe: with --ssd-streaming the probe's own cache counters
+// (stderr; the table's gen t/s is the speed-sensitive path, the end-of-run line mixes in the
+// prefill), with --profile the probe's weight products (ops/matmul.h), printed under its row.
+class ProbeWatch {
+public:
+    ProbeWatch(streaming::Attachment* streaming, int64_t probe_tokens, bool profile, int threads)
+        : streaming_(streaming && streaming->cache() ? streaming : nullptr), probe_tokens_(probe_tokens),
+          profile_(profile), threads_(threads) {}
+    void attach(SweepOptions& so) {
+        if (!streaming_ && !profile_) return;
+        so.before_probe = [this] {
+            if (streaming_) start_ = streaming_->cache()->stats();
+            if (profile_) ops::matvec_profile_open();
+            t0_ = std::chrono::steady_clock::now();
+        };
+        so.after_probe = [this] {
+            seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+            if (profile_) last_ = ops::matvec_profile_close();
+            if (streaming_)
+                std::fprintf(stderr, "%s\n",
+                             streaming_->phase_summary("decode probe", start_, probe_tokens_, seconds_).c_str());
+        };
+    }
+    // Under the row of the probe that just ended: its profile per step.
+    void print_profile(const Row& r) const {
+        if (!profile_ || r.steps <= 0) return;
+        std::printf("    profile of the probe, per step (%.2f ms wall, %.2f rows):\n%s",
+                    1e3 * seconds_ / double(r.steps), r.drafted > 0 ? r.rows_per_step() : double(r.sessions),
+                    ops::matvec_profile_table(last_, double(r.steps), seconds_, threads_, "    ").c_str());
+    }
+
+private:
+    streaming::Attachment* streaming_;
+    int64_t probe_tokens_;
+    bool profile_;
+    int threads_;
+    streaming::CacheStats start_;
+    std::chrono::steady_clock::time_point t0_;
+    double seconds_ = 0;
+    ops::MatvecProfile last_;
+};
 
 int run(const Options& o) {
     const std::vector<int32_t> file_ids =
@@ -99,21 +142,8 @@ int run(const Options& o) {
         so.drafter_depth = drafters->max_draft();
     }
     const bool spec = !o.spec_aid.empty() || drafters;
-    // With --ssd-streaming, each decode probe's own cache counters (the table's gen t/s is
-    // the speed-sensitive path; the end-of-run line mixes in the prefill).
-    streaming::CacheStats probe_start;
-    std::chrono::steady_clock::time_point probe_t0;
-    if (streaming && streaming->cache()) {
-        so.before_probe = [&] {
-            probe_start = streaming->cache()->stats();
-            probe_t0 = std::chrono::steady_clock::now();
-        };
-        so.after_probe = [&] {
-            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - probe_t0).count();
-            std::fprintf(stderr, "%s\n",
-                         streaming->phase_summary("decode probe", probe_start, o.shape.gen_tokens * o.sessions, s).c_str());
-        };
-    }
+    ProbeWatch watch(streaming.get(), o.shape.gen_tokens * o.sessions, o.profile, started.threads);
+    watch.attach(so);
     const char* eos_key = "tokenizer.ggml.eos_token_id";
     if (file.find(eos_key)) so.eos = int32_t(file.get_u32(eos_key));
 
@@ -140,6 +170,7 @@ int run(const Options& o) {
     print_table_header(stdout, spec);
     run_sweep(model, ids, so, [&](const Row& r, const std::vector<int32_t>& probe) {
         print_table_row(stdout, r, spec);
+        watch.print_profile(r);
         if (limits)
             if (const std::string line = limits_line(r, *limits); !line.empty())
                 std::printf("    limits: %s\n", line.c_str());

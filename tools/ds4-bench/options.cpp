@@ -58,6 +58,12 @@ ParseResult parse_options(int argc, char** argv) {
     app.add_option("--int8-peak", o.int8_peak_gops,
                    "With --limits: the int8 peak in GOP/s instead of measuring it")
         ->option_text("GOPS")->check(CLI::PositiveNumber)->needs(limits)->group("Output");
+    app.add_flag("--profile", o.profile,
+                 "After each row, where its decode probe's time went: per weight format and "
+                 "activation rows per call (1 in decode, N with --sessions N, up to depth + 1 "
+                 "with --spec-aid), MB read and thread ms per step, GB/s of weights and GMAC/s "
+                 "per thread, then the parallel regions' wall time against the step's")
+        ->group("Output");
     app.add_option("--dump-probe-ids", o.dump_probe_ids,
                    "Write each probe's greedy token ids, one line per frontier (diagnostics)")
         ->option_text("FILE")->group("Output");

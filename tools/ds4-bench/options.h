@@ -38,6 +38,9 @@ struct Options : frontend::ModelOptions {
     bool limits = false;
     double membw_gbps = 0;      // --membw GB/s (0: probe)
     double int8_peak_gops = 0;  // --int8-peak GOP/s (0: measure)
+    // --profile: after each row, where its decode probe's weight products went (per format and
+    // activation rows per call: bytes, thread time, GB/s and GMAC/s per thread; ops/matmul.h).
+    bool profile = false;
 };
 
 struct ParseResult {
