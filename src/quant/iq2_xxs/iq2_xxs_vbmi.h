@@ -33,6 +33,9 @@ void iq2xxs_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows, 
 inline constexpr int kIq2xxsFewRowsMax = 5;
 void iq2xxs_few_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows, const void* const* act,
                           int n_act, float* const* y);
+// For tests: the few-row path's values of one pair of blocks (pair: two blocks), as it feeds
+// them to vpdpbusd: u[s][i] = 43 + w, w = value s of point i % 32 of block i / 32.
+void iq2xxs_few_values_vbmi(const void* pair, uint8_t (*u)[64]);
 // For the multi-row kernel: one weight row of nb blocks decoded into pairs (signed values in
 // the order below), and the activation packing in that order (register s of a pair holds value
 // s of every point): row t of a tile of m rows, as unsigned a + 128 at
