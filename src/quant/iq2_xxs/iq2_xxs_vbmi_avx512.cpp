@@ -127,6 +127,7 @@ struct PairDecoder {
     __m512i bit[8];         // 1 << s in every byte
     __m512i few_signs[2];   // sign field -> the 8 signs in kFewSignBit order (few_pair)
     __m512i few_table[2][2];  // few_pair: [layout][value parity] index -> u = 43 + w
+    __m512 odd_floats;      // lane l: 2l + 1
 
     PairDecoder() {
         static const PointCodes codes;
@@ -155,6 +156,9 @@ struct PairDecoder {
             c[f % 64] = m;
             if (f % 64 == 63) few_signs[f / 64] = _mm512_load_si512(c);
         }
+        alignas(64) float f[16];
+        for (int l = 0; l < 16; ++l) f[l] = float(2 * l + 1);
+        odd_floats = _mm512_load_ps(f);
         for (int l = 0; l < 2; ++l)
             for (int h = 0; h < 2; ++h) {
                 for (int i = 0; i < 64; ++i) {
@@ -264,18 +268,26 @@ template <bool kSecond, int T>
     const PairDecoder::Planes p = dec.planes<kSecond>(x, dec.few_signs);
     __m512i index[4];
     few_indices(p, index);
-    __m512i isum[T];
-    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    // One row alone would be a chain of 8 dependent vpdpbusd: two chains (even, odd steps).
+    constexpr int C = T == 1 ? 2 : 1;
+    __m512i isum[C * T];
+    for (int t = 0; t < C * T; ++t) isum[t] = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
         const __m512i u = _mm512_permutexvar_epi8(index[s / 2], dec.few_table[(s / 2) % 2][s % 2]);
-        for (int t = 0; t < T; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], u, _mm512_load_si512(a[t].q[s]));
+        for (int t = 0; t < T; ++t)
+            isum[(s % C) * T + t] = _mm512_dpbusd_epi32(isum[(s % C) * T + t], u, _mm512_load_si512(a[t].q[s]));
     }
-    const __m512i scales = PairDecoder::scales(p);
-    const __m512 dw = _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(f16c_to_f32(x[0].d)),
-                                           _mm512_set1_ps(kSecond ? f16c_to_f32(x[1].d) : 0.0f));
+    if constexpr (C == 2) isum[0] = _mm512_add_epi32(isum[0], isum[1]);
+    // float(L) = float(isum - bias) * float(2l+1): both exact (|L| <= 32 * 43 * 128 * 31 < 2^24),
+    // so the product is exact too and equals the integer product's convert.
+    const __m512 scales = _mm512_permutexvar_ps(_mm512_srli_epi32(p.aux, 28), dec.odd_floats);
+    // The two blocks' d as halves: lanes 0-7 the first block's, 8-15 the second's (or 0).
+    __m256i dh = _mm256_set1_epi16(short(x[0].d));
+    dh = _mm256_mask_set1_epi16(dh, __mmask16(0xff00), kSecond ? short(x[1].d) : short(0));
+    const __m512 dw = _mm512_cvtph_ps(dh);
     for (int t = 0; t < T; ++t) {
-        const __m512i L = _mm512_mullo_epi32(_mm512_sub_epi32(isum[t], _mm512_load_si512(a[t].bias)), scales);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), _mm512_mul_ps(_mm512_load_ps(a[t].d), dw), acc[t]);
+        const __m512 L = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(isum[t], _mm512_load_si512(a[t].bias))), scales);
+        acc[t] = _mm512_fmadd_ps(L, _mm512_mul_ps(_mm512_load_ps(a[t].d), dw), acc[t]);
     }
 }
 
