@@ -236,11 +236,11 @@ struct PairDecoder {
 // call). u comes from one vpermb per step: its index holds the value's code and sign
 // (few_indices), its table (few_table) maps them to 43 +- magnitude.
 
-// One activation pair for the few-row path: the ActPair codes, 43 x each lane's code sum,
+// One activation pair for the few-row path: the ActPair codes, -43 x each lane's code sum,
 // and the d of every lane's block.
 struct alignas(64) FewActPair {
     int8_t q[8][64];
-    int32_t bias[16];
+    int32_t neg_bias[16];  // -43 x each lane's code sum: where the lane's integer starts
     float d[16];
 };
 
@@ -271,14 +271,14 @@ template <bool kSecond, int T>
     // One row alone would be a chain of 8 dependent vpdpbusd: two chains (even, odd steps).
     constexpr int C = T == 1 ? 2 : 1;
     __m512i isum[C * T];
-    for (int t = 0; t < C * T; ++t) isum[t] = _mm512_setzero_si512();
+    for (int t = 0; t < C * T; ++t) isum[t] = t < T ? _mm512_load_si512(a[t].neg_bias) : _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
         const __m512i u = _mm512_permutexvar_epi8(index[s / 2], dec.few_table[(s / 2) % 2][s % 2]);
         for (int t = 0; t < T; ++t)
             isum[(s % C) * T + t] = _mm512_dpbusd_epi32(isum[(s % C) * T + t], u, _mm512_load_si512(a[t].q[s]));
     }
     if constexpr (C == 2) isum[0] = _mm512_add_epi32(isum[0], isum[1]);
-    // float(L) = float(isum - bias) * float(2l+1): both exact (|L| <= 32 * 43 * 128 * 31 < 2^24),
+    // float(L) = float(isum) * float(2l+1): both exact (|L| <= 32 * 43 * 128 * 31 < 2^24),
     // so the product is exact too and equals the integer product's convert.
     const __m512 scales = _mm512_permutexvar_ps(_mm512_srli_epi32(p.aux, 28), dec.odd_floats);
     // The two blocks' d as halves: lanes 0-7 the first block's, 8-15 the second's (or 0).
@@ -286,7 +286,7 @@ template <bool kSecond, int T>
     dh = _mm256_mask_set1_epi16(dh, __mmask16(0xff00), kSecond ? short(x[1].d) : short(0));
     const __m512 dw = _mm512_cvtph_ps(dh);
     for (int t = 0; t < T; ++t) {
-        const __m512 L = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(isum[t], _mm512_load_si512(a[t].bias))), scales);
+        const __m512 L = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[t]), scales);
         acc[t] = _mm512_fmadd_ps(L, _mm512_mul_ps(_mm512_load_ps(a[t].d), dw), acc[t]);
     }
 }
@@ -381,7 +381,7 @@ const FewActPair* pack_few(int64_t nb, const void* const* act, int n_act) {
                 sum = _mm512_dpbusd_epi32(sum, c43, q);
                 _mm512_store_si512(o.q[s], q);
             }
-            _mm512_store_si512(o.bias, sum);
+            _mm512_store_si512(o.neg_bias, _mm512_sub_epi32(_mm512_setzero_si512(), sum));
             _mm512_store_ps(o.d, _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(a[size_t(p)].d[0]),
                                                       _mm512_set1_ps(a[size_t(p)].d[1])));
         }
