@@ -7,8 +7,9 @@
 //     value (0, 1, 2 for 8, 25, 43), values 0-3 in its low byte and 4-7 in its high byte; the
 //     two byte planes come by two vpermt2b each over 128-entry halves of the codebook's planes
 //     and a blend on index bit 7;
-//   step s = 0..7 (value s of every point): one vgf2p8affineqb maps every byte's bits
-//     2 (s % 4), +1 (code c = b0 + 2 b1) to 8 ^ 17 b0 ^ 35 b1 = 8, 25, 43, affine over GF(2);
+//   step s = 0..7 (value s of every point; the multi-row tiles' decode): one vgf2p8affineqb
+//     maps every byte's bits 2 (s % 4), +1 (code c = b0 + 2 b1) to 8 ^ 17 b0 ^ 35 b1 = 8, 25,
+//     43, affine over GF(2);
 //   signs: one vpermt2d gathers the 16 aux dwords (whose top bits are also the groups' 2l+1),
 //     vpmultishiftqb puts point i's 7-bit sign field in byte i, vpermi2b maps it to its 8-bit
 //     mask (the parity bit added) through the 128-byte table, and per step one vptestmb picks
@@ -20,12 +21,18 @@
 // decode-time kernel went from 11.1-11.5 to 13.3-13.9 GB/s per thread on the 4-layer Flash
 // file (in-process A/B), from 3.2x to 4.0x ggml's speed in cache (matvec_bench).
 // One to five activations (decode, the one-row dot, few-row calls; few_pair) take each value
-// as u = 43 + w, unsigned: the step's vgf2p8affineqb gives 43 + m and a masked subtract from
-// 86 the negatives, so vpdpbusd reads the activation as its signed memory operand and one
-// instruction per step and row remains; 43 x the activation's lane sums, made once per call,
-// are taken off the integers. Per step 4 instructions for one row instead of the 5 of the
-// form before it (the sign put on the activation: load, masked subtract, vpdpbusd), and each
-// further row adds 8 vpdpbusd and a few per pair.
+// as u = 43 + w, unsigned, so vpdpbusd reads the activation as its signed memory operand and
+// one instruction per step and row remains; each row's integers start from -43 x the
+// activation's lane sums (made once per call). u comes from one vpermb per step: per pair
+// four index bytes per point, index k holding the 2-bit codes and the signs of values 2k and
+// 2k + 1 in its bits 0-5 (the bits vpermb reads), each one vpternlogd bit select of a code
+// plane (shifted by 2 for odd k) and the sign masks (shifted by 2 for k >= 2), whose table
+// puts the signs where the selects want them (kFewSignBit); four 64-byte tables map an index
+// to 43 +- magnitude. Per pair: the 8 shuffles above, 3 shifts and 4 selects, then per step
+// one vpermb and one vpdpbusd per row (the form before, affine + sign test + masked subtract +
+// vpdpbusd, ran one row at 19-20 GB/s per thread in L2; this one 25-27, `bench/kernel_ab.sh`,
+// docs/PERFORMANCE_JOURNAL.md 2026-12-05 16:03). One and two rows run two vpdpbusd chains
+// per row; the scale product is float(isum) x float(2l+1), exact as the integer product was.
 // The point codes are derived from the codebook (iq2_xxs_grid.h) at start-up, not stored.
 //
 // Everything after the target pragma is compiled for AVX512-VBMI and GFNI and has internal
