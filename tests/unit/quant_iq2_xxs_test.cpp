@@ -6,6 +6,7 @@
 #include "quant/activation/activation.h"
 #include "quant/iq2_xxs/iq2_xxs.h"
 #include "quant/iq2_xxs/iq2_xxs_grid.h"
+#include "quant/iq2_xxs/iq2_xxs_vbmi.h"
 #include "support/kiq_test_util.h"
 
 namespace ds4::kiq_test {
@@ -45,6 +46,40 @@ TEST(IQ2XXS, SignMaskHasEvenParity) {
         EXPECT_EQ(m & 127, int(f));
         EXPECT_EQ(std::popcount(unsigned(m)) % 2, 0) << f;
         EXPECT_EQ(quant::iq2xxs_sign_mask(f | 0xffffff80u), m);  // higher bits ignored
+    }
+}
+
+// The few-row VBMI path (one to five activations: decode's IQ2_XXS products) makes each value
+// as u = 43 + w by one vpermb of an index built from the code planes and a reordered sign
+// mask: every codebook point with every sign field must give 43 + its signed value, in every
+// position of a pair (512 pairs hold the 256 x 128 combinations, each point once per field).
+TEST(IQ2XXS, VbmiFewRowValuesCoverEveryPointAndSignField) {
+    if (!quant::iq2xxs_vbmi_active()) GTEST_SKIP() << "no AVX512-VBMI";
+    for (int q = 0; q < 512; ++q) {
+        quant::BlockIQ2_XXS pair[2]{};
+        for (int h = 0; h < 2; ++h)
+            for (int g = 0; g < 8; ++g) {
+                uint8_t idx[4];
+                uint32_t aux = uint32_t(q % 16) << 28;  // scales: any, not read by the values
+                for (int k = 0; k < 4; ++k) {
+                    const int c = 64 * q + 32 * h + 4 * g + k;
+                    idx[k] = uint8_t(c % 256);
+                    aux |= uint32_t(c / 256) << (7 * k);
+                }
+                std::memcpy(pair[h].qs + 4 * g, idx, 4);
+                std::memcpy(pair[h].qs + 4 * g + 2, &aux, 4);
+            }
+        uint8_t u[8][64];
+        quant::iq2xxs_few_values_vbmi(pair, u);
+        for (int i = 0; i < 64; ++i) {
+            const int c = 64 * q + i, point = c % 256;
+            const uint8_t signs = quant::iq2xxs_sign_mask(uint32_t(c / 256));
+            for (int s = 0; s < 8; ++s) {
+                const int m = int((quant::kIq2xxsGrid[point] >> (8 * s)) & 255);
+                ASSERT_EQ(int(u[s][i]), 43 + ((signs >> s) & 1 ? -m : m))
+                    << "point " << point << " field " << c / 256 << " value " << s << " byte " << i;
+            }
+        }
     }
 }
 

@@ -27,12 +27,16 @@ void iq2xxs_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows, 
 // The few-row path (2 <= n_act <= kIq2xxsFewRowsMax activations: verification steps, routed
 // experts chosen by a few rows): each weight row streams once and each pair of blocks is
 // decoded once, in registers, for every activation: y[t][r] = the one-row dot, bit for bit.
-// Past 5 rows the vpdpbusd per step and row bound it as much as the tiles of the multi-row
-// kernel (in L2, one thread: a call of 2 / 3 / 4 / 5 rows costs 1.26 / 1.51 / 1.74 / 2.00x
-// a one-row call, against 2.07 / 2.49 / 2.27 / 2.59x through the tiles; 6 and 8 rows even).
+// In L2, one thread, a call of 2 / 3 / 4 / 5 rows costs 1.37 / 1.73 / 2.22 / 2.66x its
+// one-row call, 1.03 / 1.24-1.31 / 1.61-1.68 / 1.95-2.01x the one-row call of the form before
+// the one-vpermb step (2026-12-05); past 5 rows it would beat the tiles in L2 (1.09-1.23x at
+// 6-8 rows) but not from memory (1.00-1.02x), so 6 rows on keep the tiles.
 inline constexpr int kIq2xxsFewRowsMax = 5;
 void iq2xxs_few_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t rows, const void* const* act,
                           int n_act, float* const* y);
+// For tests: the few-row path's values of one pair of blocks (pair: two blocks), as it feeds
+// them to vpdpbusd: u[s][i] = 43 + w, w = value s of point i % 32 of block i / 32.
+void iq2xxs_few_values_vbmi(const void* pair, uint8_t (*u)[64]);
 // For the multi-row kernel: one weight row of nb blocks decoded into pairs (signed values in
 // the order below), and the activation packing in that order (register s of a pair holds value
 // s of every point): row t of a tile of m rows, as unsigned a + 128 at

@@ -7,8 +7,9 @@
 //     value (0, 1, 2 for 8, 25, 43), values 0-3 in its low byte and 4-7 in its high byte; the
 //     two byte planes come by two vpermt2b each over 128-entry halves of the codebook's planes
 //     and a blend on index bit 7;
-//   step s = 0..7 (value s of every point): one vgf2p8affineqb maps every byte's bits
-//     2 (s % 4), +1 (code c = b0 + 2 b1) to 8 ^ 17 b0 ^ 35 b1 = 8, 25, 43, affine over GF(2);
+//   step s = 0..7 (value s of every point; the multi-row tiles' decode): one vgf2p8affineqb
+//     maps every byte's bits 2 (s % 4), +1 (code c = b0 + 2 b1) to 8 ^ 17 b0 ^ 35 b1 = 8, 25,
+//     43, affine over GF(2);
 //   signs: one vpermt2d gathers the 16 aux dwords (whose top bits are also the groups' 2l+1),
 //     vpmultishiftqb puts point i's 7-bit sign field in byte i, vpermi2b maps it to its 8-bit
 //     mask (the parity bit added) through the 128-byte table, and per step one vptestmb picks
@@ -20,12 +21,18 @@
 // decode-time kernel went from 11.1-11.5 to 13.3-13.9 GB/s per thread on the 4-layer Flash
 // file (in-process A/B), from 3.2x to 4.0x ggml's speed in cache (matvec_bench).
 // One to five activations (decode, the one-row dot, few-row calls; few_pair) take each value
-// as u = 43 + w, unsigned: the step's vgf2p8affineqb gives 43 + m and a masked subtract from
-// 86 the negatives, so vpdpbusd reads the activation as its signed memory operand and one
-// instruction per step and row remains; 43 x the activation's lane sums, made once per call,
-// are taken off the integers. Per step 4 instructions for one row instead of the 5 of the
-// form before it (the sign put on the activation: load, masked subtract, vpdpbusd), and each
-// further row adds 8 vpdpbusd and a few per pair.
+// as u = 43 + w, unsigned, so vpdpbusd reads the activation as its signed memory operand and
+// one instruction per step and row remains; each row's integers start from -43 x the
+// activation's lane sums (made once per call). u comes from one vpermb per step: per pair
+// four index bytes per point, index k holding the 2-bit codes and the signs of values 2k and
+// 2k + 1 in its bits 0-5 (the bits vpermb reads), each one vpternlogd bit select of a code
+// plane (shifted by 2 for odd k) and the sign masks (shifted by 2 for k >= 2), whose table
+// puts the signs where the selects want them (kFewSignBit); four 64-byte tables map an index
+// to 43 +- magnitude. Per pair: the 8 shuffles above, 3 shifts and 4 selects, then per step
+// one vpermb and one vpdpbusd per row (the form before, affine + sign test + masked subtract +
+// vpdpbusd, ran one row at 19-20 GB/s per thread in L2; this one 25-27, `bench/kernel_ab.sh`,
+// docs/PERFORMANCE_JOURNAL.md 2026-12-05 16:03). One and two rows run two vpdpbusd chains
+// per row; the scale product is float(isum) x float(2l+1), exact as the integer product was.
 // The point codes are derived from the codebook (iq2_xxs_grid.h) at start-up, not stored.
 //
 // Everything after the target pragma is compiled for AVX512-VBMI and GFNI and has internal
@@ -100,6 +107,18 @@ constexpr uint64_t magnitude_matrix(int j) {
            (uint64_t(0b01) << (24 + 2 * j)) | (uint64_t(0b10) << (16 + 2 * j));
 }
 
+// few_pair's step indices: four bytes per point, index k (k = 0..3) holding the codes and
+// signs of values 2k and 2k + 1 in its bits 0-5, the bits vpermb reads (6-7 are ignored).
+// Layout 0 (k = 0, 2): codes at bits 0-1 (value 2k) and 2-3, signs at bits 4 and 5; layout 1
+// (k = 1, 3): signs at bits 0 and 1, codes at 2-3 and 4-5. With the code planes as they are
+// (value j at bits 2 (j % 4)) and the sign mask S of a point with sign s at bit kFewSignBit[s],
+// index 0 is a bit select of the low plane and S, index 1 of the low plane >> 2 and S,
+// index 2 of the high plane and S >> 2, index 3 of the high plane >> 2 and S >> 2 (16-bit
+// shifts: a byte's bits 0-5 are its own bits 2-7).
+constexpr int kFewSignBit[8] = {4, 5, 0, 1, 6, 7, 2, 3};
+constexpr int kFewCodeShift[2][2] = {{0, 2}, {2, 4}};  // [layout][value 2k, 2k + 1]
+constexpr int kFewSignShift[2][2] = {{4, 5}, {0, 1}};
+
 // One activation pair in step order, made once per call and shared by every weight row.
 struct alignas(64) ActPair {
     int8_t q[8][64];  // step s, byte i: value 32g + 8k + s of block 2p + i / 32 (g, k of point i % 32)
@@ -113,6 +132,9 @@ struct PairDecoder {
     __m512i field_offsets;  // vpmultishiftqb: byte 8q + m <- field m % 4 of aux dword 2q + m / 4
     __m512i sign_masks[2];  // kIq2xxsSignMasks
     __m512i bit[8];         // 1 << s in every byte
+    __m512i few_signs[2];   // sign field -> the 8 signs in kFewSignBit order (few_pair)
+    __m512i few_table[2][2];  // few_pair: [layout][value parity] index -> u = 43 + w
+    __m512 odd_floats;      // lane l: 2l + 1
 
     PairDecoder() {
         static const PointCodes codes;
@@ -135,6 +157,23 @@ struct PairDecoder {
         sign_masks[0] = _mm512_loadu_si512(kIq2xxsSignMasks.data());
         sign_masks[1] = _mm512_loadu_si512(kIq2xxsSignMasks.data() + 64);
         for (int s = 0; s < 8; ++s) bit[s] = _mm512_set1_epi8(char(1 << s));
+        for (int f = 0; f < 128; ++f) {
+            uint8_t m = 0;
+            for (int s = 0; s < 8; ++s) m = uint8_t(m | (((kIq2xxsSignMasks[size_t(f)] >> s) & 1) << kFewSignBit[s]));
+            c[f % 64] = m;
+            if (f % 64 == 63) few_signs[f / 64] = _mm512_load_si512(c);
+        }
+        alignas(64) float f[16];
+        for (int l = 0; l < 16; ++l) f[l] = float(2 * l + 1);
+        odd_floats = _mm512_load_ps(f);
+        for (int l = 0; l < 2; ++l)
+            for (int h = 0; h < 2; ++h) {
+                for (int i = 0; i < 64; ++i) {
+                    const int code = (i >> kFewCodeShift[l][h]) & 3, m = code == 0 ? 8 : code == 1 ? 25 : 43;
+                    c[i] = uint8_t((i >> kFewSignShift[l][h]) & 1 ? 43 - m : 43 + m);
+                }
+                few_table[l][h] = _mm512_load_si512(c);
+            }
     }
 
     // A pair's codes, signs and aux dwords (x[1] missing unless kSecond: read as zeros).
@@ -145,6 +184,11 @@ struct PairDecoder {
     };
     template <bool kSecond>
     [[gnu::always_inline]] Planes planes(const BlockIQ2_XXS* x) const {
+        return planes<kSecond>(x, sign_masks);
+    }
+    // The same with the sign masks from the table sign_table (few_signs: few_pair's order).
+    template <bool kSecond>
+    [[gnu::always_inline]] Planes planes(const BlockIQ2_XXS* x, const __m512i* sign_table) const {
         const __m512i b0 = _mm512_loadu_si512(x[0].qs);
         const __m512i b1 = kSecond ? _mm512_loadu_si512(x[1].qs) : _mm512_setzero_si512();
         const __m512i index = _mm512_permutex2var_epi8(b0, index_pick, b1);
@@ -155,8 +199,8 @@ struct PairDecoder {
         p.plane[1] = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(hi[0], index, hi[1]),
                                             _mm512_permutex2var_epi8(hi[2], index, hi[3]));
         p.aux = _mm512_permutex2var_epi32(b0, aux_pick, b1);
-        p.signs = _mm512_permutex2var_epi8(sign_masks[0], _mm512_multishift_epi64_epi8(field_offsets, p.aux),
-                                           sign_masks[1]);
+        p.signs = _mm512_permutex2var_epi8(sign_table[0], _mm512_multishift_epi64_epi8(field_offsets, p.aux),
+                                           sign_table[1]);
         return p;
     }
     // Step s: the magnitudes of value s of every point, and which are negative.
@@ -196,24 +240,27 @@ struct PairDecoder {
 // The few-row form of a value: u = 43 + w in [0, 86] (w = +-8, 25 or 43), unsigned, so that
 // vpdpbusd takes the activation a as its signed, memory operand, and the sum over a lane is
 // sum u a = sum w a + 43 sum a, where 43 sum a depends on the activation alone (made once per
-// call). The magnitudes 43 + m come from one vgf2p8affineqb per step, as m does in
-// magnitudes() (any map of the three codes is affine), and the negatives as 86 - (43 + m).
-constexpr uint64_t code_matrix(int j, uint8_t from_b0, uint8_t from_b1) {
-    uint64_t m = 0;
-    for (int i = 0; i < 8; ++i)
-        m |= uint64_t(((from_b0 >> i) & 1) | (((from_b1 >> i) & 1) << 1)) << (8 * (7 - i) + 2 * j);
-    return m;
-}
-static_assert(code_matrix(3, 8 ^ 25, 8 ^ 43) == magnitude_matrix(3));
-constexpr uint8_t kBiased0 = 43 + 8, kBiasedB0 = (43 + 8) ^ (43 + 25), kBiasedB1 = (43 + 8) ^ (43 + 43);
+// call). u comes from one vpermb per step: its index holds the value's code and sign
+// (few_indices), its table (few_table) maps them to 43 +- magnitude.
 
-// One activation pair for the few-row path: the ActPair codes, 43 x each lane's code sum,
+// One activation pair for the few-row path: the ActPair codes, -43 x each lane's code sum,
 // and the d of every lane's block.
 struct alignas(64) FewActPair {
     int8_t q[8][64];
-    int32_t bias[16];
+    int32_t neg_bias[16];  // -43 x each lane's code sum: where the lane's integer starts
     float d[16];
 };
+
+// The four step indices of a pair (planes with few_signs), kFewSignBit's layouts: one
+// vpternlogd (bit select, 0xE4: c ? a : b) each and three 16-bit shifts.
+[[gnu::always_inline]] inline void few_indices(const PairDecoder::Planes& p, __m512i* index) {
+    const __m512i sel0 = _mm512_set1_epi8(0x0f), sel1 = _mm512_set1_epi8(0x3c);
+    const __m512i s2 = _mm512_srli_epi16(p.signs, 2);
+    index[0] = _mm512_ternarylogic_epi32(p.plane[0], p.signs, sel0, 0xE4);
+    index[1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(p.plane[0], 2), p.signs, sel1, 0xE4);
+    index[2] = _mm512_ternarylogic_epi32(p.plane[1], s2, sel0, 0xE4);
+    index[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(p.plane[1], 2), s2, sel1, 0xE4);
+}
 
 // One pair of blocks against T activation rows (T = 1: decode and the one-row dot): the codes,
 // signs and values are made once and applied to every row in registers, one vpdpbusd per step
@@ -225,22 +272,30 @@ struct alignas(64) FewActPair {
 template <bool kSecond, int T>
 [[gnu::always_inline]] inline void few_pair(const PairDecoder& dec, const BlockIQ2_XXS* x,
                                             const FewActPair* a, __m512* acc) {
-    const __m512i c86 = _mm512_set1_epi8(86);
-    const PairDecoder::Planes p = dec.planes<kSecond>(x);
-    __m512i isum[T];
-    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    const PairDecoder::Planes p = dec.planes<kSecond>(x, dec.few_signs);
+    __m512i index[4];
+    few_indices(p, index);
+    // One or two rows alone would be chains of 8 dependent vpdpbusd: two per row (even, odd
+    // steps), 1.07x for two rows; from three rows on the rows are chains enough.
+    constexpr int C = T <= 2 ? 2 : 1;
+    __m512i isum[C * T];
+    for (int t = 0; t < C * T; ++t) isum[t] = t < T ? _mm512_load_si512(a[t].neg_bias) : _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
-        const __m512i pos = _mm512_gf2p8affine_epi64_epi8(
-            p.plane[s / 4], _mm512_set1_epi64(int64_t(code_matrix(s % 4, kBiasedB0, kBiasedB1))), kBiased0);
-        const __m512i u = _mm512_mask_sub_epi8(pos, dec.negative(p, s), c86, pos);
-        for (int t = 0; t < T; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], u, _mm512_load_si512(a[t].q[s]));
+        const __m512i u = _mm512_permutexvar_epi8(index[s / 2], dec.few_table[(s / 2) % 2][s % 2]);
+        for (int t = 0; t < T; ++t)
+            isum[(s % C) * T + t] = _mm512_dpbusd_epi32(isum[(s % C) * T + t], u, _mm512_load_si512(a[t].q[s]));
     }
-    const __m512i scales = PairDecoder::scales(p);
-    const __m512 dw = _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(f16c_to_f32(x[0].d)),
-                                           _mm512_set1_ps(kSecond ? f16c_to_f32(x[1].d) : 0.0f));
+    if constexpr (C == 2) for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], isum[T + t]);
+    // float(L) = float(isum) * float(2l+1): both exact (|L| <= 32 * 43 * 128 * 31 < 2^24),
+    // so the product is exact too and equals the integer product's convert.
+    const __m512 scales = _mm512_permutexvar_ps(_mm512_srli_epi32(p.aux, 28), dec.odd_floats);
+    // The two blocks' d as halves: lanes 0-7 the first block's, 8-15 the second's (or 0).
+    __m256i dh = _mm256_set1_epi16(short(x[0].d));
+    dh = _mm256_mask_set1_epi16(dh, __mmask16(0xff00), kSecond ? short(x[1].d) : short(0));
+    const __m512 dw = _mm512_cvtph_ps(dh);
     for (int t = 0; t < T; ++t) {
-        const __m512i L = _mm512_mullo_epi32(_mm512_sub_epi32(isum[t], _mm512_load_si512(a[t].bias)), scales);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(L), _mm512_mul_ps(_mm512_load_ps(a[t].d), dw), acc[t]);
+        const __m512 L = _mm512_mul_ps(_mm512_cvtepi32_ps(isum[t]), scales);
+        acc[t] = _mm512_fmadd_ps(L, _mm512_mul_ps(_mm512_load_ps(a[t].d), dw), acc[t]);
     }
 }
 
@@ -334,7 +389,7 @@ const FewActPair* pack_few(int64_t nb, const void* const* act, int n_act) {
                 sum = _mm512_dpbusd_epi32(sum, c43, q);
                 _mm512_store_si512(o.q[s], q);
             }
-            _mm512_store_si512(o.bias, sum);
+            _mm512_store_si512(o.neg_bias, _mm512_sub_epi32(_mm512_setzero_si512(), sum));
             _mm512_store_ps(o.d, _mm512_mask_blend_ps(__mmask16(0xff00), _mm512_set1_ps(a[size_t(p)].d[0]),
                                                       _mm512_set1_ps(a[size_t(p)].d[1])));
         }
@@ -363,6 +418,15 @@ void iq2xxs_few_rows_vbmi(int64_t nb, const void* W, size_t w_stride, int64_t ro
     [&]<int... I>(std::integer_sequence<int, I...>) {
         ((n_act == I + 1 ? few_rows<I + 1>(dec, nb, base, w_stride, rows, packed, y) : void()), ...);
     }(std::make_integer_sequence<int, kIq2xxsFewRowsMax>{});
+}
+
+void iq2xxs_few_values_vbmi(const void* pair, uint8_t (*u)[64]) {
+    const PairDecoder& dec = pair_decoder();
+    const PairDecoder::Planes p = dec.planes<true>(static_cast<const BlockIQ2_XXS*>(pair), dec.few_signs);
+    __m512i index[4];
+    few_indices(p, index);
+    for (int s = 0; s < 8; ++s)
+        _mm512_storeu_si512(u[s], _mm512_permutexvar_epi8(index[s / 2], dec.few_table[(s / 2) % 2][s % 2]));
 }
 
 void iq2xxs_decode_row_vbmi(int64_t nb, const void* row, Iq2xxsDecodedPair* out) {
