@@ -6,10 +6,19 @@
 // bytes 4i..4i+3 of every block's 32 codes. Weights are flipped to unsigned (w + 128) and
 // activations, transposed the same way once per call, stay signed, so vpdpbusd of register i
 // with activation register i adds four products to every block's lane; eight of them give
-// each block its whole integer sum plus 128 * (sum of the activation block's codes), taken
-// off with one subtract. Per chunk and activation row: 8 vpdpbusd, a subtract, a convert, the
-// scale product and one FMA for 16 blocks, with no horizontal sums; the 16 lanes are summed
-// once per row at the end, in q8_0.h's fixed order. A row is read as one stream.
+// each block its whole integer sum plus 128 * (sum of the activation block's codes), which
+// the chain starts from negated (kept with the activation). Per chunk and (weight row,
+// activation row): 8 vpdpbusd, a convert, the scale product and one FMA for 16 blocks, with
+// no horizontal sums; the 16 lanes are summed once per pair at the end, in q8_0.h's fixed
+// order. A row is read as one stream.
+//
+// Batched (more than kFewRows activation rows): blocks of kRowBlock weight rows are
+// transposed into L2; the activations, in segments of kSegChunks chunks, go in L1 tiles of
+// kTile rows, and over each tile run register tiles of kRegRows weight rows x kRegActs
+// activation rows: per dword, 2 weight and 4 activation registers feed 8 vpdpbusd (10 loads
+// per 8 vpdpbusd in a one-row tile, 6 here). The tile must stay in L1 with the two weight
+// rows' segments: 16 rows x 2 chunks x 640 bytes. In L2, 1 thread (bench/kernel_ab.sh,
+// 2026-12-05): 1.05-1.25x the one-row tile of 8 activation rows over 4096-column segments.
 //
 // Decode (one activation row) uses each weight chunk once, so it skips the transpose: see
 // load_natural / reduce_blocks (in L2, 1 thread: 59-60 -> 63-65 GB/s).
@@ -29,12 +38,12 @@
 namespace ds4::quant {
 namespace {
 
-constexpr int kChunk = 16;  // blocks per chunk (lanes)
-constexpr int kTile = 16;    // activation rows per L1 tile (of one segment)
-constexpr int kRegRows = 2;  // weight rows per register tile
-constexpr int kRegActs = 4;  // activation rows per register tile
-constexpr int kRowBlock = 16;  // weight rows transposed at a time
-constexpr int64_t kSegChunks = 2;  // chunks of a row per pass (4096 columns; see the tile loop)
+constexpr int kChunk = 16;         // blocks per chunk (lanes)
+constexpr int kTile = 16;          // activation rows per L1 tile (of one segment)
+constexpr int kRegRows = 2;        // weight rows per register tile
+constexpr int kRegActs = 4;        // activation rows per register tile
+constexpr int kRowBlock = 16;      // weight rows transposed at a time
+constexpr int64_t kSegChunks = 2;  // chunks of a row per pass (1024 columns; see the tile loop)
 constexpr int kFewRows = 8;  // activation rows up to which few_rows runs (see there)
 
 // One chunk of 16 blocks (64-byte aligned for the tile loop's loads).
@@ -209,12 +218,10 @@ inline void tile(const Chunk* const* w, int64_t n_chunks, int64_t c0, int64_t c1
         for (int s = 0; s < S; ++s) acc[r][s] = c0 == 0 ? _mm512_setzero_ps() : keep[r][s];
     for (int64_t c = c0; c < c1; ++c) {
         const Chunk* a = act + (c - c0);
-        // Two chains per pair (even and odd dwords): 8 chains of 8 dependent vpdpbusd at
-        // 4 cycles each would bound a chunk by their latency, not their throughput.
-        __m512i p[2][R][S];
+        __m512i p[R][S];
         for (int s = 0; s < S; ++s) {
             const __m512i start = a[s * kSegChunks].corr;
-            for (int r = 0; r < R; ++r) p[0][r][s] = start, p[1][r][s] = _mm512_setzero_si512();
+            for (int r = 0; r < R; ++r) p[r][s] = start;
         }
 #pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) {
@@ -223,18 +230,16 @@ inline void tile(const Chunk* const* w, int64_t n_chunks, int64_t c0, int64_t c1
                 av[s] = a[s * kSegChunks].q[i];
                 // In a register for all R products: left alone, GCC reloads it as each
                 // vpdpbusd's memory operand (R loads instead of one).
-                if constexpr (R > 1) asm("" : "+v"(av[s]));
+                if constexpr (R > 1) __asm__("" : "+v"(av[s]));
             }
             for (int r = 0; r < R; ++r) {
                 const __m512i wv = w[r][c].q[i];
-                for (int s = 0; s < S; ++s) p[i & 1][r][s] = _mm512_dpbusd_epi32(p[i & 1][r][s], wv, av[s]);
+                for (int s = 0; s < S; ++s) p[r][s] = _mm512_dpbusd_epi32(p[r][s], wv, av[s]);
             }
         }
         for (int r = 0; r < R; ++r)
-            for (int s = 0; s < S; ++s) p[0][r][s] = _mm512_add_epi32(p[0][r][s], p[1][r][s]);
-        for (int r = 0; r < R; ++r)
             for (int s = 0; s < S; ++s)
-                acc[r][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[0][r][s]),
+                acc[r][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][s]),
                                             _mm512_mul_ps(w[r][c].d, a[s * kSegChunks].d), acc[r][s]);
     }
     for (int r = 0; r < R; ++r)
@@ -360,7 +365,9 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
             }
         }
         // Segments of the row: a tile's activation chunks of one segment stay in L1 while the
-        // block's rows pass (at 8192 columns, whole rows spilled the tile to L2: half speed).
+        // block's rows pass (at 8192 columns, whole rows spilled the tile to L2: half speed;
+        // with register tiles of two weight rows, 4096-column segments of 8 activation rows
+        // spilled it too: 0.82x).
         for (int64_t c0 = 0; c0 < n_chunks; c0 += kSegChunks) {
             const int64_t c1 = std::min(n_chunks, c0 + kSegChunks);
             for (int64_t t0 = 0; t0 < n_act; t0 += kTile) {
