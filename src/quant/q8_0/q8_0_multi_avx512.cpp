@@ -18,7 +18,8 @@
 // activation rows: per dword, 2 weight and 4 activation registers feed 8 vpdpbusd (10 loads
 // per 8 vpdpbusd in a one-row tile, 6 here). The tile must stay in L1 with the two weight
 // rows' segments: 16 rows x 2 chunks x 640 bytes. In L2, 1 thread (bench/kernel_ab.sh,
-// 2026-12-05): 1.05-1.25x the one-row tile of 8 activation rows over 4096-column segments.
+// 2026-12-05, two passes): 1.07-1.30x the one-row tile of 8 activation rows over
+// 4096-column segments.
 //
 // Decode (one activation row) uses each weight chunk once, so it skips the transpose: see
 // load_natural / reduce_blocks (in L2, 1 thread: 59-60 -> 63-65 GB/s).
