@@ -1,4 +1,4 @@
-// kernel_ab: an older revision's IQ2_XXS or Q2_K AVX-512 multi-row kernel against this tree's,
+// kernel_ab: an older revision's IQ2_XXS, Q2_K or Q8_0 AVX-512 multi-row kernel against this tree's,
 // alternating call by call in one process, one thread (pin it with taskset). Built by
 // bench/kernel_ab.sh, which compiles the older kernel files into namespace ds4old beside the
 // build's libraries. Every call's results must be equal bit for bit (or it fails), and times
@@ -6,9 +6,10 @@
 // the scheduler, while CPU time leaves out the time the thread waited descheduled (memory
 // stalls still count).
 //
-//   kernel_ab FORMAT KIB REPS [T ...]   FORMAT iq2_xxs (4096 columns) or q2_k (2048 columns),
-//                                       KIB of weights (1024: L2; 262144: DRAM), best of REPS
-//                                       alternating pairs, activation row counts T (1,2,3,4,5,6,8)
+//   kernel_ab FORMAT[:COLS] KIB REPS [T ...]
+//       FORMAT iq2_xxs (4096 columns), q2_k (2048 columns) or q8_0 (4096), COLS to change it;
+//       KIB of weights (1024: L2; 262144: DRAM), best of REPS alternating pairs, activation
+//       row counts T (1,2,3,4,5,6,8)
 #include <time.h>
 
 #include <algorithm>
@@ -26,6 +27,8 @@ void multi_iq2_xxs_avx512(int64_t n, const void* W, size_t w_stride, int64_t row
                           int64_t n_act, float* const* y);
 void multi_q2_k_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows, const void* const* act,
                        int64_t n_act, float* const* y);
+void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows, const void* const* act,
+                       int64_t n_act, float* const* y);
 }  // namespace ds4old::quant
 
 namespace {
@@ -41,10 +44,11 @@ double thread_seconds() {
 int main(int argc, char** argv) {
     using namespace ds4;
     if (argc < 4) {
-        std::fprintf(stderr, "usage: kernel_ab iq2_xxs|q2_k KIB REPS [T ...]\n");
+        std::fprintf(stderr, "usage: kernel_ab iq2_xxs|q2_k|q8_0[:COLS] KIB REPS [T ...]\n");
         return 2;
     }
-    const std::string fmt = argv[1];
+    const std::string spec = argv[1];
+    const std::string fmt = spec.substr(0, spec.find(':'));
     const int64_t kib = std::stoll(argv[2]);
     const int reps = std::stoi(argv[3]);
     std::vector<int> counts = {1, 2, 3, 4, 5, 6, 8};
@@ -52,10 +56,19 @@ int main(int argc, char** argv) {
         counts.clear();
         for (int i = 4; i < argc; ++i) counts.push_back(std::stoi(argv[i]));
     }
-    const bool q2k = fmt == "q2_k";
-    const TensorType t = q2k ? TensorType::Q2_K : TensorType::IQ2_XXS;
-    const int64_t cols = q2k ? 2048 : 4096;  // the routed experts' down and gate/up rows
-    const auto old_kernel = q2k ? ds4old::quant::multi_q2_k_avx512 : ds4old::quant::multi_iq2_xxs_avx512;
+    const bool q2k = fmt == "q2_k", q80 = fmt == "q8_0";
+    if (!q2k && !q80 && fmt != "iq2_xxs") {
+        std::fprintf(stderr, "kernel_ab: unknown format %s\n", fmt.c_str());
+        return 2;
+    }
+    const TensorType t = q2k ? TensorType::Q2_K : q80 ? TensorType::Q8_0 : TensorType::IQ2_XXS;
+    // The routed experts' down and gate/up rows; Q8_0: the attention's 4096-column products.
+    const int64_t cols = spec.find(':') != std::string::npos ? std::stoll(spec.substr(spec.find(':') + 1))
+                         : q2k                               ? 2048
+                                                             : 4096;
+    const auto old_kernel = q2k   ? ds4old::quant::multi_q2_k_avx512
+                            : q80 ? ds4old::quant::multi_q8_0_avx512
+                                  : ds4old::quant::multi_iq2_xxs_avx512;
     const auto new_kernel = quant::multi_dot_kernel(t, quant::Isa::Avx512Vnni);
     if (!quant::isa_supported(quant::Isa::Avx512Vnni) || !new_kernel) {
         std::fprintf(stderr, "kernel_ab: needs AVX-512 VNNI\n");

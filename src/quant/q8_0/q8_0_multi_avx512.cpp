@@ -6,10 +6,20 @@
 // bytes 4i..4i+3 of every block's 32 codes. Weights are flipped to unsigned (w + 128) and
 // activations, transposed the same way once per call, stay signed, so vpdpbusd of register i
 // with activation register i adds four products to every block's lane; eight of them give
-// each block its whole integer sum plus 128 * (sum of the activation block's codes), taken
-// off with one subtract. Per chunk and activation row: 8 vpdpbusd, a subtract, a convert, the
-// scale product and one FMA for 16 blocks, with no horizontal sums; the 16 lanes are summed
-// once per row at the end, in q8_0.h's fixed order. A row is read as one stream.
+// each block its whole integer sum plus 128 * (sum of the activation block's codes), which
+// the chain starts from negated (kept with the activation). Per chunk and (weight row,
+// activation row): 8 vpdpbusd, a convert, the scale product and one FMA for 16 blocks, with
+// no horizontal sums; the 16 lanes are summed once per pair at the end, in q8_0.h's fixed
+// order. A row is read as one stream.
+//
+// Batched (more than kFewRows activation rows): blocks of kRowBlock weight rows are
+// transposed into L2; the activations, in segments of kSegChunks chunks, go in L1 tiles of
+// kTile rows, and over each tile run register tiles of kRegRows weight rows x kRegActs
+// activation rows: per dword, 2 weight and 4 activation registers feed 8 vpdpbusd (10 loads
+// per 8 vpdpbusd in a one-row tile, 6 here). The tile must stay in L1 with the two weight
+// rows' segments: 16 rows x 2 chunks x 640 bytes. In L2, 1 thread (bench/kernel_ab.sh,
+// 2026-12-05, two passes): 1.07-1.30x the one-row tile of 8 activation rows over
+// 4096-column segments.
 //
 // Decode (one activation row) uses each weight chunk once, so it skips the transpose: see
 // load_natural / reduce_blocks (in L2, 1 thread: 59-60 -> 63-65 GB/s).
@@ -29,10 +39,12 @@
 namespace ds4::quant {
 namespace {
 
-constexpr int kChunk = 16;  // blocks per chunk (lanes)
-constexpr int kTile = 8;    // activation rows per register tile
-constexpr int kRowBlock = 16;  // weight rows transposed at a time
-constexpr int64_t kSegChunks = 8;  // chunks of a row per pass (4096 columns; see the tile loop)
+constexpr int kChunk = 16;         // blocks per chunk (lanes)
+constexpr int kTile = 16;          // activation rows per L1 tile (of one segment)
+constexpr int kRegRows = 2;        // weight rows per register tile
+constexpr int kRegActs = 4;        // activation rows per register tile
+constexpr int kRowBlock = 16;      // weight rows transposed at a time
+constexpr int64_t kSegChunks = 2;  // chunks of a row per pass (1024 columns; see the tile loop)
 constexpr int kFewRows = 8;  // activation rows up to which few_rows runs (see there)
 
 // One chunk of 16 blocks (64-byte aligned for the tile loop's loads).
@@ -40,7 +52,8 @@ struct alignas(64) Chunk {
     __m512i q[8];  // transposed: dword i of every block's codes; decode layout: blocks i, i + 8
                    // (weights: + 128 per byte)
     __m512 d;      // every block's scale
-    __m512i corr;  // activations only: 128 * (sum of every block's codes)
+    __m512i corr;  // activations only: -128 * (sum of every block's codes), where a block's
+                   // integer chain starts (the decode layout keeps +128 * sum, reduced)
 };
 
 // Word i < 16: 17i mod 64, the place of block i's scale in its 128-byte quarter of a chunk.
@@ -150,12 +163,12 @@ inline float sum_lanes(__m512 acc) {
 
 // Adds chunk w (weights) times chunk a (one activation row) to acc.
 inline __m512 chunk_fma(const Chunk& w, const Chunk& a, __m512 acc) {
-    __m512i p0 = _mm512_setzero_si512(), p1 = p0;
+    __m512i p0 = a.corr, p1 = _mm512_setzero_si512();
     for (int i = 0; i < 8; i += 2) {
         p0 = _mm512_dpbusd_epi32(p0, w.q[i], a.q[i]);
         p1 = _mm512_dpbusd_epi32(p1, w.q[i + 1], a.q[i + 1]);
     }
-    const __m512i p = _mm512_sub_epi32(_mm512_add_epi32(p0, p1), a.corr);
+    const __m512i p = _mm512_add_epi32(p0, p1);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(w.d, a.d), acc);
 }
 
@@ -185,36 +198,66 @@ struct Activations {
                 transpose_chunk(a + c * kChunk, int(left < kChunk ? left : kChunk), false, ch);
                 __m512i corr = _mm512_setzero_si512();
                 for (int i = 0; i < 8; ++i) corr = _mm512_dpbusd_epi32(corr, bias, ch.q[i]);
-                ch.corr = corr;
+                ch.corr = _mm512_sub_epi32(_mm512_setzero_si512(), corr);
             }
         }
     }
 };
 
-// One weight row's chunks c0 .. c1 - 1 against a tile of T activation rows (act: the tile's
-// slots of that segment, Activations::slot). A row longer
-// than a segment (kSegChunks) keeps its T partial sums in acc between segments, so the lanes
-// add their chunks in the same order as one pass: the bits do not depend on the split.
-template <int T>
-inline void tile(const Chunk* w, int64_t n_chunks, int64_t c0, int64_t c1, const Chunk* act,
-                 __m512* keep, float* out) {
-    __m512 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = c0 == 0 ? _mm512_setzero_ps() : keep[t];
-    for (int64_t c = c0; c < c1; ++c)
-        for (int t = 0; t < T; ++t) acc[t] = chunk_fma(w[c], act[t * kSegChunks + (c - c0)], acc[t]);
-    if (c1 == n_chunks)
-        for (int t = 0; t < T; ++t) out[t] = sum_lanes(acc[t]);
-    else
-        for (int t = 0; t < T; ++t) keep[t] = acc[t];
+// R weight rows' chunks c0 .. c1 - 1 (w[r]: row r's transposed chunks) against S activation
+// rows (act: the first one's slot of that segment, Activations::slot; the others follow at
+// kSegChunks). A register tile: per dword i, R weight registers and S activation registers
+// feed R x S vpdpbusd chains, each starting from the activation's -128 x code sum, so a
+// chunk costs R x S x 8 vpdpbusd for 8 x (R + S) loads. A row longer than a segment keeps
+// its partial sums at keep[r][s] between segments, so every lane adds its chunks in the same
+// order as one pass: the bits depend on neither R, S nor the split.
+template <int R, int S>
+inline void tile(const Chunk* const* w, int64_t n_chunks, int64_t c0, int64_t c1, const Chunk* act,
+                 __m512* const* keep, float* const* y, int64_t row) {
+    __m512 acc[R][S];
+    for (int r = 0; r < R; ++r)
+        for (int s = 0; s < S; ++s) acc[r][s] = c0 == 0 ? _mm512_setzero_ps() : keep[r][s];
+    for (int64_t c = c0; c < c1; ++c) {
+        const Chunk* a = act + (c - c0);
+        __m512i p[R][S];
+        for (int s = 0; s < S; ++s) {
+            const __m512i start = a[s * kSegChunks].corr;
+            for (int r = 0; r < R; ++r) p[r][s] = start;
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+            __m512i av[S];
+            for (int s = 0; s < S; ++s) {
+                av[s] = a[s * kSegChunks].q[i];
+                // In a register for all R products: left alone, GCC reloads it as each
+                // vpdpbusd's memory operand (R loads instead of one).
+                if constexpr (R > 1) __asm__("" : "+v"(av[s]));
+            }
+            for (int r = 0; r < R; ++r) {
+                const __m512i wv = w[r][c].q[i];
+                for (int s = 0; s < S; ++s) p[r][s] = _mm512_dpbusd_epi32(p[r][s], wv, av[s]);
+            }
+        }
+        for (int r = 0; r < R; ++r)
+            for (int s = 0; s < S; ++s)
+                acc[r][s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][s]),
+                                            _mm512_mul_ps(w[r][c].d, a[s * kSegChunks].d), acc[r][s]);
+    }
+    for (int r = 0; r < R; ++r)
+        for (int s = 0; s < S; ++s) {
+            if (c1 == n_chunks) y[s][row + r] = sum_lanes(acc[r][s]);
+            else keep[r][s] = acc[r][s];
+        }
 }
 
-template <int T>
-inline void tile_any(int m, const Chunk* w, int64_t n_chunks, int64_t c0, int64_t c1,
-                     const Chunk* act, __m512* keep, float* out) {
-    if constexpr (T > 1) {
-        if (m < T) return tile_any<T - 1>(m, w, n_chunks, c0, c1, act, keep, out);
+// tile<R, m> for 1 <= m <= S with a compile-time m.
+template <int R, int S>
+inline void tile_any(int m, const Chunk* const* w, int64_t n_chunks, int64_t c0, int64_t c1,
+                     const Chunk* act, __m512* const* keep, float* const* y, int64_t row) {
+    if constexpr (S > 1) {
+        if (m < S) return tile_any<R, S - 1>(m, w, n_chunks, c0, c1, act, keep, y, row);
     }
-    tile<T>(w, n_chunks, c0, c1, act, keep, out);
+    tile<R, S>(w, n_chunks, c0, c1, act, keep, y, row);
 }
 
 // Few activation rows (2 .. kFewRows: a verification step, a few sequences): each weight
@@ -311,7 +354,6 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
     thread_local std::vector<Partial> partial;
     if (partial.size() < size_t(kRowBlock * n_act))
         partial.resize(size_t(kRowBlock * n_act));
-    float out[kTile];
     for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
         const int64_t nr = rows - r0 < kRowBlock ? rows - r0 : kRowBlock;
         for (int64_t i = 0; i < nr; ++i) {
@@ -324,17 +366,30 @@ void multi_q8_0_avx512(int64_t n, const void* W, size_t w_stride, int64_t rows,
             }
         }
         // Segments of the row: a tile's activation chunks of one segment stay in L1 while the
-        // block's rows pass (at 8192 columns, whole rows spilled the tile to L2: half speed).
+        // block's rows pass (at 8192 columns, whole rows spilled the tile to L2: half speed;
+        // with register tiles of two weight rows, 4096-column segments of 8 activation rows
+        // spilled it too: 0.82x).
         for (int64_t c0 = 0; c0 < n_chunks; c0 += kSegChunks) {
             const int64_t c1 = std::min(n_chunks, c0 + kSegChunks);
             for (int64_t t0 = 0; t0 < n_act; t0 += kTile) {
-                const int m = int(n_act - t0 < kTile ? n_act - t0 : kTile);
-                for (int64_t i = 0; i < nr; ++i) {
-                    __m512* keep = &partial[size_t(i * n_act + t0)].v;  // used when c1 < n_chunks
-                    tile_any<kTile>(m, rows_t.data() + i * n_chunks, n_chunks, c0, c1,
-                                    &acts.chunks[acts.slot(c0, t0)], keep, out);
-                    if (c1 == n_chunks)
-                        for (int t = 0; t < m; ++t) y[t0 + t][r0 + i] = out[t];
+                const int64_t m = n_act - t0 < kTile ? n_act - t0 : kTile;
+                for (int64_t i = 0; i < nr; i += kRegRows) {
+                    const int rr = int(nr - i < kRegRows ? nr - i : kRegRows);
+                    const Chunk* w[kRegRows];
+                    for (int r = 0; r < rr; ++r) w[r] = rows_t.data() + (i + r) * n_chunks;
+                    // Register tiles over the L1 tile: the weight rows' chunks come from L2
+                    // for the first, from L1 for the others.
+                    for (int64_t s0 = 0; s0 < m; s0 += kRegActs) {
+                        const int sm = int(m - s0 < kRegActs ? m - s0 : kRegActs);
+                        __m512* keep[kRegRows];  // keep[r][s]: used when c1 < n_chunks
+                        for (int r = 0; r < rr; ++r) keep[r] = &partial[size_t((i + r) * n_act + t0 + s0)].v;
+                        const Chunk* a = &acts.chunks[acts.slot(c0, t0 + s0)];
+                        if (rr == kRegRows)
+                            tile_any<kRegRows, kRegActs>(sm, w, n_chunks, c0, c1, a, keep, y + t0 + s0, r0 + i);
+                        else  // the block's last rows
+                            for (int r = 0; r < rr; ++r)
+                                tile_any<1, kRegActs>(sm, w + r, n_chunks, c0, c1, a, keep + r, y + t0 + s0, r0 + i + r);
+                    }
                 }
             }
         }
