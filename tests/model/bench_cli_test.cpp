@@ -60,6 +60,13 @@ std::vector<CsvRow> read_csv(const std::string& path) {
     return rows;
 }
 
+// The number that follows `key` in `text` (-1, and a test failure, when key is missing).
+double number_after(const std::string& text, const std::string& key) {
+    const auto at = text.find(key);
+    EXPECT_NE(at, std::string::npos) << key << " missing:\n" << text;
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
+}
+
 class BenchCli : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -435,11 +442,6 @@ TEST_F(BenchCli, LimitsPrintEachRowsShareOfBandwidthAndPeak) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto db = run_command({binary("decode_bytes"), model_, "--ctx", "32"});
     ASSERT_EQ(db.exit_code, 0) << db.output;
-    auto number_after = [](const std::string& text, const std::string& key) {
-        const auto at = text.find(key);
-        EXPECT_NE(at, std::string::npos) << key << " missing:\n" << text;
-        return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
-    };
     const double step = number_after(db.output, "bytes_per_token_at 32 ") +
                         number_after(db.output, "routed_bytes_per_row ");
     const auto rows = read_csv(csv);
@@ -466,11 +468,6 @@ TEST_F(BenchCli, ProfileSplitsEachStepsProductsByFormatAndRows) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto db = run_command({binary("decode_bytes"), model_, "--ctx", "32"});
     ASSERT_EQ(db.exit_code, 0) << db.output;
-    auto number_after = [](const std::string& text, const std::string& key) {
-        const auto at = text.find(key);
-        EXPECT_NE(at, std::string::npos) << key << " missing:\n" << text;
-        return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
-    };
     const double one_row = number_after(db.output, "bytes_per_token_at 32 ");
     const double routed = number_after(db.output, "routed_bytes_per_row ");
     ASSERT_NE(r.output.find("profile of the probe, per step"), std::string::npos) << r.output;
